@@ -1,0 +1,36 @@
+# The two commands of the README: `make run` and `make test`. Both work on a fresh machine:
+# they create the virtualenv and install everything Galley needs, the test browser included.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+.PHONY: run test lint install browser clean
+
+run: $(INSTALLED)
+	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
+
+test: $(INSTALLED) browser
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+install: $(INSTALLED)
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+# The web UI is tested in Debian's Chromium, driven by Playwright (which never downloads a browser).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "Installing Debian's chromium for the browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	}
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

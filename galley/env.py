@@ -1,0 +1,93 @@
+"""Settings from the environment, through one helper.
+
+Every environment variable Galley reads is read here, when the settings module asks for it,
+never at import time of an app module. Values that fail to parse raise ImproperlyConfigured
+naming the variable, so a typo is a clear startup error rather than a silent default.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use true/false, 1/0, yes/no, on/off)")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def secret_key(*, debug: bool, dev_key_file: Path) -> str:
+    """SECRET_KEY from the environment; in development only, a per-checkout key kept under var/.
+
+    Production (DEBUG off) refuses to start without one: a default key would sign every
+    session with a value anyone can read.
+    """
+    key = os.environ.get("SECRET_KEY")
+    if key:
+        return key
+    if not debug:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set it to a long random value (for example the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); "
+            "only DEBUG=true may run without one."
+        )
+    dev_key_file.parent.mkdir(parents=True, exist_ok=True)
+    if not dev_key_file.exists():
+        dev_key_file.write_text(secrets.token_urlsafe(50))
+        dev_key_file.chmod(0o600)
+    return dev_key_file.read_text().strip()
+
+
+def database_config(url: str) -> dict[str, Any]:
+    """Django DATABASES entry for a postgresql:// URL (a `host=` query names a socket directory)."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, got scheme {parts.scheme!r}")
+    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    name = unquote(parts.path.lstrip("/")) or query.pop("dbname", "postgres")
+    host = query.pop("host", None) or parts.hostname or ""
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": unquote(parts.username or "") or "postgres",
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": host,
+        "PORT": str(parts.port or ""),
+        "OPTIONS": query,
+    }

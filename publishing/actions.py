@@ -1,0 +1,186 @@
+"""Editorial writes: briefs and immutable revisions.
+
+check_* validates input and authorises the acting user, then calls do_*; do_* assumes valid
+input, writes, and records the audit event in the same transaction. Every action joins the
+caller's transaction (entry points open `atomic(durable=True)`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
+from django.db import connection, transaction
+from django.utils import timezone
+
+from publishing.errors import InvalidInput, NotFound, PermissionRefused, RevisionConflict
+from publishing.hashing import PayloadError, payload_hash
+from publishing.models import Brief, Revision
+from publishing.roles import Role, can_view, has_role
+from publishing.selectors import get_latest_revision
+from workers.audit import record_audit_event
+
+User = AbstractBaseUser | AnonymousUser
+
+BRIEF_NUMBER_SEQUENCE = "publishing_brief_number_seq"
+TITLE_MAX_CHARS = 200
+
+# The brief's allowed status moves, in one place.
+BRIEF_TRANSITIONS: dict[str, set[str]] = {
+    Brief.Status.DRAFTING: {Brief.Status.IN_REVIEW},
+    Brief.Status.IN_REVIEW: {Brief.Status.IN_REVIEW, Brief.Status.APPROVED, Brief.Status.CHANGES_REQUESTED},
+    # A later decision on the same revision (another approver's) moves the status again.
+    Brief.Status.CHANGES_REQUESTED: {
+        Brief.Status.IN_REVIEW,
+        Brief.Status.APPROVED,
+        Brief.Status.CHANGES_REQUESTED,
+    },
+    Brief.Status.APPROVED: {Brief.Status.IN_REVIEW, Brief.Status.APPROVED, Brief.Status.CHANGES_REQUESTED},
+}
+
+# Operators read everything in the admin; every change goes through an audited action.
+OPERATOR_APPS = ("publishing", "approvals", "workers")
+
+
+def require_role(user: User, role: Role, *, to: str) -> None:
+    if not has_role(user, role):
+        raise PermissionRefused(f"Only members of {role.value} can {to}.")
+
+
+def access_brief(public_id: str, *, acting_user: User, lock: bool = False) -> Brief:
+    """The brief, if the user may see it; with `lock`, its row is locked until the transaction ends."""
+    if not can_view(acting_user):
+        raise PermissionRefused("You need the Editors, Approvers or Operators role to see briefs.")
+    briefs = Brief.objects.select_related("author")
+    if lock:
+        briefs = briefs.select_for_update(of=("self",))
+    try:
+        return briefs.get(public_id=public_id)
+    except Brief.DoesNotExist:
+        raise NotFound(f"There is no brief {public_id}.") from None
+
+
+def clean_text(value: Any, *, field: str, max_chars: int, required: bool) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text.")
+    if "\x00" in value:
+        raise InvalidInput(f"{field} contains a NUL character, which cannot be stored.")
+    value = value.strip()
+    if required and not value:
+        raise InvalidInput(f"{field} is required.")
+    if len(value) > max_chars:
+        raise InvalidInput(f"{field} is {len(value):,} characters long; the limit is {max_chars:,}.")
+    return value
+
+
+def set_brief_status(brief: Brief, status: str) -> str:
+    """Move the brief (whose row the caller has locked) to `status`; returns the old status."""
+    old = brief.status
+    if status not in BRIEF_TRANSITIONS[old]:
+        raise InvalidInput(f"{brief.public_id} cannot go from {old} to {status}.")
+    brief.status = status
+    brief.updated_at = timezone.now()
+    brief.save(update_fields=["status", "updated_at"])
+    return old
+
+
+def check_create_brief(*, title: Any, source_material: Any, acting_user: User) -> Brief:
+    require_role(acting_user, Role.EDITOR, to="create briefs")
+    return do_create_brief(
+        title=clean_text(title, field="Title", max_chars=TITLE_MAX_CHARS, required=True),
+        source_material=clean_text(
+            source_material, field="Source material", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=False
+        ),
+        acting_user=acting_user,
+    )
+
+
+@transaction.atomic(savepoint=False)
+def do_create_brief(*, title: str, source_material: str, acting_user: User) -> Brief:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(%s)", [BRIEF_NUMBER_SEQUENCE])
+        (number,) = cursor.fetchone()
+    brief = Brief.objects.create(
+        public_id=f"brief-{number:03d}", title=title, source_material=source_material, author=acting_user
+    )
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="brief.created",
+        subject_type="brief",
+        subject_id=brief.public_id,
+        new_state={"title": title, "status": brief.status},
+    )
+    return brief
+
+
+def check_create_revision(
+    public_id: str, *, base_number: Any, title: Any, body: Any, acting_user: User
+) -> tuple[Revision, bool]:
+    """Write the editor's text as the next revision of the brief, if nobody wrote one meanwhile.
+
+    `base_number` is the revision the editor started from (0 for the first). Returns the
+    revision and whether it was created. Raises RevisionConflict (nothing written) when a
+    newer revision exists.
+    """
+    require_role(acting_user, Role.EDITOR, to="edit briefs")
+    try:
+        base = int(base_number)
+    except (TypeError, ValueError):
+        raise InvalidInput("The revision you edited is missing or not a number; reload the page.") from None
+    payload = {
+        "title": clean_text(title, field="Title", max_chars=TITLE_MAX_CHARS, required=True),
+        "body": clean_text(body, field="Body", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=True),
+    }
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    return do_create_revision(brief, base_number=base, payload=payload, acting_user=acting_user)
+
+
+@transaction.atomic(savepoint=False)
+def do_create_revision(
+    brief: Brief, *, base_number: int, payload: dict[str, Any], acting_user: User
+) -> tuple[Revision, bool]:
+    """Caller holds the brief's row lock, which serialises revision numbering per brief.
+
+    Idempotent for a repeated submission: the same text on the same base returns the revision
+    it already created, and text equal to the latest revision writes nothing.
+    """
+    try:
+        digest = payload_hash(payload)
+    except PayloadError as exc:
+        raise InvalidInput(str(exc)) from None
+    latest = get_latest_revision(brief)
+    latest_number = latest.number if latest is not None else 0
+    if (
+        latest is not None
+        and latest.payload_hash == digest
+        and base_number in (latest_number, latest_number - 1)
+    ):
+        return latest, False
+    if base_number != latest_number:
+        raise RevisionConflict(newer=latest, base_number=base_number)
+
+    revision = Revision.objects.create(
+        brief=brief, number=latest_number + 1, payload=payload, payload_hash=digest, author=acting_user
+    )
+    old_status = set_brief_status(brief, Brief.Status.IN_REVIEW)
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="revision.created",
+        subject_type="revision",
+        subject_id=f"{brief.public_id}/revision-{revision.number}",
+        old_state={"status": old_status, "latest_revision": latest_number},
+        new_state={"status": brief.status, "latest_revision": revision.number, "payload_hash": digest},
+    )
+    return revision, True
+
+
+def ensure_role_groups(*, using: str = "default") -> None:
+    """Create the role groups and give Operators read access to every Galley model. Idempotent."""
+    for role in Role:
+        Group.objects.using(using).get_or_create(name=role.value)
+    operators = Group.objects.using(using).get(name=Role.OPERATOR.value)
+    view_permissions = Permission.objects.using(using).filter(
+        content_type__app_label__in=OPERATOR_APPS, codename__startswith="view_"
+    )
+    operators.permissions.add(*view_permissions)

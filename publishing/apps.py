@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class PublishingConfig(AppConfig):
+    name = "publishing"
+    verbose_name = "Publishing"
+
+    def ready(self) -> None:
+        # Groups are granted permission rows, which Django creates after each app migrates;
+        # the handler is idempotent, so running it after every app is harmless.
+        post_migrate.connect(_ensure_role_groups, dispatch_uid="galley_ensure_role_groups")
+
+
+def _ensure_role_groups(sender: AppConfig, **kwargs: object) -> None:
+    from publishing.actions import ensure_role_groups
+
+    ensure_role_groups(using=str(kwargs.get("using", "default")))

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from publishing.actions import ensure_role_groups
+from publishing.roles import Role
+
+DEMO_USERS = [
+    ("editor", Role.EDITOR, False),
+    ("approver", Role.APPROVER, False),
+    ("operator", Role.OPERATOR, True),
+]
+
+
+class Command(BaseCommand):
+    help = (
+        "Create the demo users (editor, approver, operator), one per role group, and print their credentials."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--credentials-file",
+            default=str(settings.VAR_DIR / "demo-credentials.json"),
+            help="Where the generated passwords are kept between runs (never committed).",
+        )
+
+    def handle(self, *args: Any, credentials_file: str, **options: Any) -> None:
+        path = Path(credentials_file)
+        stored: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+        User = get_user_model()
+        with transaction.atomic(durable=True):
+            ensure_role_groups()
+            for username, role, is_staff in DEMO_USERS:
+                password = stored.get(username) or f"{username}-{secrets.token_urlsafe(9)}"
+                user, created = User.objects.get_or_create(username=username, defaults={"is_staff": is_staff})
+                if created or not user.check_password(password):
+                    user.set_password(password)
+                    user.save(update_fields=["password"])
+                user.groups.add(Group.objects.get(name=role.value))
+                stored[username] = password
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stored, indent=2))
+        path.chmod(0o600)
+        self.stdout.write("Demo users (username / password / role):")
+        for username, role, _ in DEMO_USERS:
+            self.stdout.write(f"  {username:<9} {stored[username]:<22} {role.value}")

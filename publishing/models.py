@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+
+class BriefStatus(models.TextChoices):
+    DRAFTING = "drafting", "Drafting"
+    IN_REVIEW = "in_review", "In review"
+    CHANGES_REQUESTED = "changes_requested", "Changes requested"
+    APPROVED = "approved", "Approved"
+
+
+class Brief(models.Model):
+    Status = BriefStatus
+
+    public_id = models.CharField(
+        max_length=32, unique=True, editable=False, help_text="Stable job id, e.g. brief-042."
+    )
+    title = models.CharField(max_length=200)
+    source_material = models.TextField(blank=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="briefs")
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.DRAFTING)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=BriefStatus.values), name="brief_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(public_id__regex=r"^brief-[0-9]{3,}$"), name="brief_public_id_form"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "-created_at"], name="brief_status_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.title}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("publishing:brief", args=[self.public_id])
+
+
+class Revision(models.Model):
+    """Immutable: the database refuses UPDATE and DELETE of a row (trigger in migration 0001).
+
+    `payload_hash` is publishing.hashing.payload_hash(payload), computed once, by the action
+    that writes the row.
+    """
+
+    brief = models.ForeignKey(Brief, on_delete=models.PROTECT, related_name="revisions")
+    number = models.PositiveIntegerField()
+    payload = models.JSONField()
+    payload_hash = models.CharField(max_length=64)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="revisions")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["brief_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["brief", "number"], name="revision_number_unique_per_brief"),
+            # Target of the approvals' composite foreign key (revision_id, payload_hash).
+            models.UniqueConstraint(fields=["id", "payload_hash"], name="revision_id_hash_unique"),
+            models.CheckConstraint(condition=models.Q(number__gte=1), name="revision_number_positive"),
+            models.CheckConstraint(
+                condition=models.Q(payload_hash__regex=r"^[0-9a-f]{64}$"), name="revision_hash_is_sha256_hex"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.brief.public_id} revision {self.number}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("publishing:revision", args=[self.brief.public_id, self.number])
+
+    @property
+    def title(self) -> str:
+        return str(self.payload.get("title", ""))
+
+    @property
+    def body(self) -> str:
+        return str(self.payload.get("body", ""))

@@ -1,0 +1,158 @@
+"""Thin views: parse, call one action or selector, render. Refusals become messages or 403/404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from approvals.forms import DecisionForm
+from approvals.selectors import get_valid_approval, list_decisions
+from publishing.actions import access_brief, check_create_brief, check_create_revision, require_role
+from publishing.errors import GalleyError, PermissionRefused, RevisionConflict
+from publishing.forms import BriefFilterForm, BriefForm, RevisionForm
+from publishing.models import Brief, Revision
+from publishing.roles import Role, can_view, has_role
+from publishing.selectors import diff_payloads, get_latest_revision, get_revision, list_briefs, list_revisions
+
+BRIEFS_PER_PAGE = 20
+
+
+def _require_viewer(request: HttpRequest) -> None:
+    if not can_view(request.user):
+        raise PermissionRefused("You need the Editors, Approvers or Operators role to use Galley.")
+
+
+@require_http_methods(["GET"])
+def dashboard(request: HttpRequest) -> HttpResponse:
+    _require_viewer(request)
+    filters = BriefFilterForm(request.GET or None)
+    query, status = "", ""
+    if filters.is_valid():
+        query, status = filters.cleaned_data["q"], filters.cleaned_data["status"]
+    page = Paginator(list_briefs(query=query, status=status), BRIEFS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "publishing/dashboard.html", {"page": page, "filters": filters})
+
+
+@require_http_methods(["GET", "POST"])
+def brief_new(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, Role.EDITOR, to="create briefs")
+    form = BriefForm(request.POST or None)
+    if request.method == "POST":
+        try:
+            with transaction.atomic(durable=True):
+                brief = check_create_brief(
+                    title=request.POST.get("title", ""),
+                    source_material=request.POST.get("source_material", ""),
+                    acting_user=request.user,
+                )
+        except GalleyError as exc:
+            form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"{brief.public_id} created.")
+            return redirect(brief)
+    return render(request, "publishing/brief_form.html", {"form": form})
+
+
+@require_http_methods(["GET"])
+def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+    brief = access_brief(public_id, acting_user=request.user)
+    revisions = list(list_revisions(brief).prefetch_related("approvals__approver"))
+    return render(
+        request,
+        "publishing/brief_detail.html",
+        {"brief": brief, "revisions": revisions, "latest": revisions[0] if revisions else None},
+    )
+
+
+def revision_page_context(
+    request: HttpRequest, brief: Brief, revision: Revision, *, decision_form: DecisionForm | None = None
+) -> dict[str, Any]:
+    """Everything the revision page shows; the approvals view re-renders it with its bound form."""
+    latest = get_latest_revision(brief)
+    previous = get_revision(brief, revision.number - 1) if revision.number > 1 else None
+    is_current = latest is not None and latest.pk == revision.pk
+    may_decide = is_current and has_role(request.user, Role.APPROVER)
+    return {
+        "brief": brief,
+        "revision": revision,
+        "latest": latest,
+        "is_current": is_current,
+        "diff": diff_payloads(
+            previous.payload if previous else None,
+            revision.payload,
+            old_label=f"revision {previous.number}" if previous else "(nothing)",
+            new_label=f"revision {revision.number}",
+        ),
+        "decisions": list_decisions(revision),
+        "valid_approval": get_valid_approval(revision),
+        "may_decide": may_decide,
+        "is_own_revision": revision.author_id == request.user.pk,
+        "decision_form": decision_form
+        or DecisionForm(initial={"revision_number": revision.number, "payload_hash": revision.payload_hash}),
+    }
+
+
+@require_http_methods(["GET"])
+def revision_detail(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    brief = access_brief(public_id, acting_user=request.user)
+    revision = get_revision(brief, number)
+    return render(request, "publishing/revision_detail.html", revision_page_context(request, brief, revision))
+
+
+@require_http_methods(["GET", "POST"])
+def revision_edit(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Edit creates the next revision; on a conflict the editor keeps their text and sees what changed."""
+    require_role(request.user, Role.EDITOR, to="edit briefs")
+    brief = access_brief(public_id, acting_user=request.user)
+    latest = get_latest_revision(brief)
+    conflict_diff: list[str] = []
+    if request.method == "POST":
+        form = RevisionForm(request.POST)
+        try:
+            with transaction.atomic(durable=True):
+                revision, created = check_create_revision(
+                    public_id,
+                    base_number=request.POST.get("base_number"),
+                    title=request.POST.get("title", ""),
+                    body=request.POST.get("body", ""),
+                    acting_user=request.user,
+                )
+        except RevisionConflict as exc:
+            form = RevisionForm({**request.POST.dict(), "base_number": exc.newer.number if exc.newer else 0})
+            form.add_error(None, exc.message)
+            if exc.newer is not None:
+                base = (
+                    get_revision(brief, exc.base_number) if 0 < exc.base_number < exc.newer.number else None
+                )
+                conflict_diff = diff_payloads(
+                    base.payload if base else None,
+                    exc.newer.payload,
+                    old_label=f"revision {exc.base_number} (what you edited)",
+                    new_label=f"revision {exc.newer.number} (saved meanwhile by {exc.newer.author})",
+                )
+        except GalleyError as exc:
+            form.add_error(None, exc.message)
+        else:
+            if created:
+                messages.success(request, f"Revision {revision.number} saved.")
+            else:
+                messages.info(request, f"No changes: revision {revision.number} already holds this text.")
+            return redirect(revision)
+    else:
+        initial = {"base_number": 0, "title": brief.title, "body": ""}
+        if latest is not None:
+            initial = {"base_number": latest.number, "title": latest.title, "body": latest.body}
+        form = RevisionForm(initial=initial)
+    return render(
+        request,
+        "publishing/revision_form.html",
+        {"brief": brief, "latest": latest, "form": form, "conflict_diff": conflict_diff},
+    )

@@ -1,0 +1,64 @@
+"""Shared fixtures. Setup goes through the real actions, never through model constructors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import Group
+
+from publishing.actions import check_create_brief, check_create_revision, ensure_role_groups
+from publishing.models import Brief, Revision
+from publishing.roles import Role
+
+
+@pytest.fixture
+def make_user(django_user_model) -> Callable[..., object]:
+    def make(username: str, *roles: Role, password: str = "correct-horse-battery") -> object:
+        ensure_role_groups()
+        user = django_user_model.objects.create_user(username=username, password=password)
+        for role in roles:
+            user.groups.add(Group.objects.get(name=role.value))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def editor(make_user):
+    return make_user("eddie", Role.EDITOR)
+
+
+@pytest.fixture
+def approver(make_user):
+    return make_user("ava", Role.APPROVER)
+
+
+@pytest.fixture
+def operator(make_user):
+    return make_user("otto", Role.OPERATOR)
+
+
+@pytest.fixture
+def brief(editor) -> Brief:
+    return check_create_brief(
+        title="Harbour strike", source_material="Dockers walked out at dawn.", acting_user=editor
+    )
+
+
+@pytest.fixture
+def revise(editor) -> Callable[..., Revision]:
+    """revise(brief, body, base=None): the next revision of `brief`, written by `by` (the editor by default)."""
+
+    def make(
+        brief: Brief, body: str, *, base: int | None = None, title: str = "Harbour strike", by=None
+    ) -> Revision:
+        if base is None:
+            latest = brief.revisions.order_by("-number").first()
+            base = latest.number if latest else 0
+        revision, _created = check_create_revision(
+            brief.public_id, base_number=base, title=title, body=body, acting_user=by or editor
+        )
+        return revision
+
+    return make
