@@ -10,7 +10,12 @@ from publishing.models import Brief, Revision
 
 
 def list_briefs(*, query: str = "", status: str = "") -> QuerySet[Brief]:
-    briefs = Brief.objects.select_related("author").annotate(latest_revision_number=Max("revisions__number"))
+    # The aggregate drops Meta.ordering, so the order is restated (pagination needs a stable one).
+    briefs = (
+        Brief.objects.select_related("author")
+        .annotate(latest_revision_number=Max("revisions__number"))
+        .order_by("-created_at", "-id")
+    )
     if query:
         briefs = briefs.filter(Q(title__icontains=query) | Q(public_id__iexact=query.strip()))
     if status:
@@ -33,9 +38,7 @@ def get_revision(brief: Brief, number: int) -> Revision:
         raise NotFound(f"{brief.public_id} has no revision {number}.") from None
 
 
-def diff_payloads(
-    old: dict[str, Any] | None, new: dict[str, Any], *, old_label: str, new_label: str
-) -> list[str]:
+def diff_payloads(old: dict[str, Any] | None, new: dict[str, Any], *, old_label: str, new_label: str) -> list[str]:
     """Unified diff of two payloads, field by field, as lines for display (never HTML)."""
 
     def lines(payload: dict[str, Any] | None) -> list[str]:
@@ -47,6 +50,4 @@ def diff_payloads(
             out.append(f"# {key}: {payload[key]}")
         return out
 
-    return list(
-        difflib.unified_diff(lines(old), lines(new), fromfile=old_label, tofile=new_label, lineterm="")
-    )
+    return list(difflib.unified_diff(lines(old), lines(new), fromfile=old_label, tofile=new_label, lineterm=""))

@@ -35,9 +35,10 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     query, status = "", ""
     if filters.is_valid():
         query, status = filters.cleaned_data["q"], filters.cleaned_data["status"]
-    page = Paginator(list_briefs(query=query, status=status), BRIEFS_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    # The selector's aggregate (latest revision number) makes Django drop Meta.ordering, and
+    # pages of an unordered list overlap and skip rows: order explicitly, newest first.
+    briefs = list_briefs(query=query, status=status)
+    page = Paginator(briefs, BRIEFS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "publishing/dashboard.html", {"page": page, "filters": filters})
 
 
@@ -79,7 +80,10 @@ def revision_page_context(
     latest = get_latest_revision(brief)
     previous = get_revision(brief, revision.number - 1) if revision.number > 1 else None
     is_current = latest is not None and latest.pk == revision.pk
-    may_decide = is_current and has_role(request.user, Role.APPROVER)
+    decisions = list(list_decisions(revision))
+    # Decisions are final (approvals.actions), so a second one would only be refused: no form.
+    own_decision = next((d for d in decisions if d.approver_id == request.user.pk), None)
+    may_decide = is_current and own_decision is None and has_role(request.user, Role.APPROVER)
     return {
         "brief": brief,
         "revision": revision,
@@ -91,7 +95,8 @@ def revision_page_context(
             old_label=f"revision {previous.number}" if previous else "(nothing)",
             new_label=f"revision {revision.number}",
         ),
-        "decisions": list_decisions(revision),
+        "decisions": decisions,
+        "own_decision": own_decision,
         "valid_approval": get_valid_approval(revision),
         "may_decide": may_decide,
         "is_own_revision": revision.author_id == request.user.pk,
@@ -129,9 +134,7 @@ def revision_edit(request: HttpRequest, public_id: str) -> HttpResponse:
             form = RevisionForm({**request.POST.dict(), "base_number": exc.newer.number if exc.newer else 0})
             form.add_error(None, exc.message)
             if exc.newer is not None:
-                base = (
-                    get_revision(brief, exc.base_number) if 0 < exc.base_number < exc.newer.number else None
-                )
+                base = get_revision(brief, exc.base_number) if 0 < exc.base_number < exc.newer.number else None
                 conflict_diff = diff_payloads(
                     base.payload if base else None,
                     exc.newer.payload,
