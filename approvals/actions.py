@@ -9,7 +9,14 @@ from django.db import transaction
 
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
 from approvals.models import Approval
-from publishing.actions import access_brief, clean_text, require_role, set_brief_status
+from approvals.selectors import get_valid_approval
+from publishing.actions import (
+    access_brief,
+    clean_text,
+    do_request_publication,
+    require_role,
+    set_brief_status,
+)
 from publishing.errors import InvalidInput
 from publishing.models import Brief, Revision
 from publishing.roles import Role
@@ -72,9 +79,7 @@ def check_decide_revision(
             current_hash=latest.payload_hash,
         )
     if decision == Approval.Decision.APPROVED and revision.author_id == acting_user.pk:
-        raise SelfApproval(
-            f"You wrote revision {revision.number}, so you cannot approve it; another approver must."
-        )
+        raise SelfApproval(f"You wrote revision {revision.number}, so you cannot approve it; another approver must.")
     existing = Approval.objects.filter(revision=revision, approver_id=acting_user.pk).first()
     if existing is not None:
         if existing.decision == decision:
@@ -83,12 +88,21 @@ def check_decide_revision(
             f"You already decided “{existing.get_decision_display()}” on revision {revision.number}; "
             "decisions are final. Ask the editor for a new revision."
         )
+    approval = get_valid_approval(revision)
+    if decision == Approval.Decision.CHANGES_REQUESTED and approval is not None:
+        raise DecisionAlreadyMade(
+            f"Revision {revision.number} was approved by {approval.approver} and is being published; "
+            "ask the editor for a new revision instead."
+        )
     return do_decide_revision(revision, decision=decision, comment=comment, acting_user=acting_user), True
 
 
 @transaction.atomic(savepoint=False)
 def do_decide_revision(revision: Revision, *, decision: str, comment: str, acting_user: User) -> Approval:
-    """Caller holds the brief's row lock and has checked that `revision` is the current one."""
+    """Caller holds the brief's row lock and has checked that `revision` is the current one.
+
+    An approval writes the publish operation in the same transaction (invariant 5).
+    """
     approval = Approval.objects.create(
         revision=revision,
         payload_hash=revision.payload_hash,
@@ -97,7 +111,9 @@ def do_decide_revision(revision: Revision, *, decision: str, comment: str, actin
         comment=comment,
     )
     brief = revision.brief
-    old_status = set_brief_status(brief, BRIEF_STATUS_AFTER[Approval.Decision(decision)])
+    old_status = brief.status
+    if brief.status != Brief.Status.APPROVED or decision != Approval.Decision.APPROVED:
+        set_brief_status(brief, BRIEF_STATUS_AFTER[Approval.Decision(decision)])
     record_audit_event(
         acting_user=acting_user,
         event_type=f"revision.{decision}",
@@ -106,4 +122,6 @@ def do_decide_revision(revision: Revision, *, decision: str, comment: str, actin
         old_state={"status": old_status},
         new_state={"status": brief.status, "decision": decision, "payload_hash": revision.payload_hash},
     )
+    if decision == Approval.Decision.APPROVED:
+        do_request_publication(revision)
     return approval

@@ -15,7 +15,7 @@ class Decision(models.TextChoices):
 class Approval(models.Model):
     """A decision on exactly one revision, bound to the payload hash the approver reviewed.
 
-    Enforced by the database (migration 0001): (revision_id, payload_hash) is a foreign key to
+    Enforced by the database (migration 0002): (revision_id, payload_hash) is a foreign key to
     the revision's (id, payload_hash), so an approval of another hash cannot exist; rows are
     append-only; an approver cannot approve a revision they authored.
     """
@@ -32,12 +32,8 @@ class Approval(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["revision", "approver"], name="approval_one_decision_per_approver"
-            ),
-            models.CheckConstraint(
-                condition=models.Q(decision__in=Decision.values), name="approval_decision_valid"
-            ),
+            models.UniqueConstraint(fields=["revision", "approver"], name="approval_one_decision_per_approver"),
+            models.CheckConstraint(condition=models.Q(decision__in=Decision.values), name="approval_decision_valid"),
         ]
 
     def __str__(self) -> str:

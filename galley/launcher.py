@@ -1,15 +1,19 @@
 """`make run`: the whole system in the foreground, stopped cleanly by Ctrl-C.
 
 Starts (or reuses) the embedded PostgreSQL under var/pgdata unless DATABASE_URL is set,
-migrates, creates the demo users, then runs the web server as a child in its own process
-group. On Ctrl-C or SIGTERM it stops every child it started, then the database, and leaves no
-process behind. If a child dies on its own, everything else is stopped and the exit is non-zero.
+migrates, creates the demo users, then runs as children, each in its own process group: the
+web server, the django-q2 cluster, and the reference target (unless GALLEY_TARGET_URL names
+another target). On Ctrl-C or SIGTERM it stops every child it started, then the database, and
+leaves no process behind. If a child dies on its own, everything else is stopped and the exit
+is non-zero.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -17,6 +21,7 @@ import time
 from pathlib import Path
 
 from galley import embedded_database
+from galley.env import var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STOP_GRACE_SECONDS = 10
@@ -26,24 +31,40 @@ def manage(*args: str) -> list[str]:
     return [sys.executable, str(BASE_DIR / "manage.py"), *args]
 
 
-def stop_process_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    except ProcessLookupError:
-        pass
+def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every child's process group, then SIGKILL whatever is left after the grace period."""
+    running = [child for child in children if child.poll() is None]
+    for child in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for child in running:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=os.environ.get("GALLEY_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GALLEY_PORT", "8000")))
+    parser.add_argument("--target-port", type=int, default=int(os.environ.get("GALLEY_REFERENCE_TARGET_PORT", "8001")))
     options = parser.parse_args(argv)
+    state = var_dir()
+    state.mkdir(parents=True, exist_ok=True)
+    start_target = not os.environ.get("GALLEY_TARGET_URL")
+    if start_target:
+        os.environ["GALLEY_TARGET_URL"] = f"http://{options.host}:{options.target_port}"
+    if not os.environ.get("GALLEY_TARGET_TOKEN"):
+        # The bundled target and Galley share a token generated once per installation.
+        token_file = state / "target_token"
+        if not token_file.exists():
+            token_file.write_text(secrets.token_urlsafe(32))
+            token_file.chmod(0o600)
+        os.environ["GALLEY_TARGET_TOKEN"] = token_file.read_text().strip()
 
     stopping = False
 
@@ -56,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
 
     database = None
     if not os.environ.get("DATABASE_URL"):
-        print(f"galley: starting embedded PostgreSQL (data in {embedded_database.RUN_PGDATA})", flush=True)
-        database = embedded_database.start(embedded_database.RUN_PGDATA)
+        pgdata = embedded_database.run_pgdata()
+        print(f"galley: starting embedded PostgreSQL (data in {pgdata})", flush=True)
+        database = embedded_database.start(pgdata)
         os.environ["DATABASE_URL"] = database.get_uri()
 
     children: dict[str, subprocess.Popen[bytes]] = {}
@@ -67,8 +89,23 @@ def main(argv: list[str] | None = None) -> int:
             if stopping or subprocess.run(manage(*step), check=False).returncode != 0:
                 return 1 if not stopping else 0
         address = f"{options.host}:{options.port}"
+        if start_target:
+            children["reference target"] = subprocess.Popen(
+                manage(
+                    "run_reference_target",
+                    "--host",
+                    options.host,
+                    "--port",
+                    str(options.target_port),
+                    "--db",
+                    str(state / "reference-target.sqlite3"),
+                ),
+                start_new_session=True,
+            )
+        children["workers"] = subprocess.Popen(manage("qcluster"), start_new_session=True)
         children["web"] = subprocess.Popen(manage("runserver", address, "--noreload"), start_new_session=True)
-        print(f"galley: web on http://{address}/ — Ctrl-C stops everything", flush=True)
+        print(f"galley: web on http://{address}/, target {os.environ['GALLEY_TARGET_URL']}", flush=True)
+        print("galley: Ctrl-C stops everything", flush=True)
         while not stopping:
             for name, child in children.items():
                 if child.poll() is not None:
@@ -77,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                     stopping = True
             time.sleep(0.2)
     finally:
-        for child in children.values():
-            stop_process_group(child)
+        stop_all(list(children.values()))
         if database is not None:
             database.cleanup()
             print("galley: embedded PostgreSQL stopped", flush=True)

@@ -8,7 +8,7 @@ from galley import env
 from galley.embedded_database import run_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
+VAR_DIR = env.var_dir()
 
 DEBUG = env.env_bool("DEBUG", default=False)
 SECRET_KEY = env.secret_key(debug=DEBUG, dev_key_file=VAR_DIR / "secret_key")
@@ -22,6 +22,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django_q",
     "workers",
     "publishing",
     "approvals",
@@ -87,6 +88,48 @@ X_FRAME_OPTIONS = "DENY"
 
 # Largest revision body an editor may submit, in characters (bad input gets a clear message).
 GALLEY_MAX_BODY_CHARS = env.env_int("GALLEY_MAX_BODY_CHARS", 200_000)
+
+# --- The durable machinery (workers) -------------------------------------------------------------
+# Lease on the database clock; every target/AI call has a client timeout well under it, and a
+# handler makes at most two calls per attempt, so the lease outlives any attempt that is alive.
+GALLEY_LEASE_SECONDS = env.env_int("GALLEY_LEASE_SECONDS", 60)
+GALLEY_MAX_ATTEMPTS = env.env_int("GALLEY_MAX_ATTEMPTS", 8)
+GALLEY_OPERATION_DEADLINE_SECONDS = env.env_int("GALLEY_OPERATION_DEADLINE_SECONDS", 24 * 3600)
+GALLEY_BACKOFF_BASE_SECONDS = env.env_float("GALLEY_BACKOFF_BASE_SECONDS", 1.0)
+GALLEY_BACKOFF_MAX_SECONDS = env.env_float("GALLEY_BACKOFF_MAX_SECONDS", 300.0)
+GALLEY_WORKER_CONCURRENCY = env.env_int("GALLEY_WORKER_CONCURRENCY", 8)
+GALLEY_CLAIM_BATCH = env.env_int("GALLEY_CLAIM_BATCH", 8)
+GALLEY_DRAIN_SECONDS = env.env_float("GALLEY_DRAIN_SECONDS", 45.0)
+GALLEY_DRAIN_IDLE_WAIT_SECONDS = env.env_float("GALLEY_DRAIN_IDLE_WAIT_SECONDS", 2.0)
+GALLEY_SWEEP_SECONDS = env.env_float("GALLEY_SWEEP_SECONDS", 3.0)
+GALLEY_SWEEP_DURATION_SECONDS = env.env_float("GALLEY_SWEEP_DURATION_SECONDS", 55.0)
+GALLEY_RETENTION_DAYS = env.env_int("GALLEY_RETENTION_DAYS", 30)
+
+GALLEY_TARGET_URL = env.env_str("GALLEY_TARGET_URL", "http://127.0.0.1:8001")
+GALLEY_TARGET_TOKEN = env.env_str("GALLEY_TARGET_TOKEN", "")
+GALLEY_TARGET_TIMEOUT_SECONDS = env.env_float("GALLEY_TARGET_TIMEOUT_SECONDS", 10.0)
+env.require(
+    GALLEY_LEASE_SECONDS > 2.5 * GALLEY_TARGET_TIMEOUT_SECONDS,
+    "GALLEY_LEASE_SECONDS must exceed 2.5 x GALLEY_TARGET_TIMEOUT_SECONDS: an attempt makes up to two "
+    "calls, and its lease must outlive them.",
+)
+
+# django-q2 only rings doorbells: its tasks carry ids at most, Galley's tables hold the state.
+# timeout < retry (a task is redelivered only after it surely stopped); Galley's retry policy
+# decides retries, so django-q2 tries a task once and acknowledges failures.
+Q_CLUSTER = {
+    "name": "galley",
+    "orm": "default",
+    "workers": env.env_int("GALLEY_Q_WORKERS", 4),
+    "timeout": 90,
+    "retry": 120,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "save_limit": 200,
+    "poll": 0.2,
+    "catch_up": False,
+    "label": "Task queue (doorbells)",
+}
 
 LOGGING = {
     "version": 1,

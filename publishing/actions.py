@@ -14,12 +14,15 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, P
 from django.db import connection, transaction
 from django.utils import timezone
 
+from publishing.delivery import PUBLISH, publish_key
 from publishing.errors import InvalidInput, NotFound, PermissionRefused, RevisionConflict
 from publishing.hashing import PayloadError, payload_hash
 from publishing.models import Brief, Revision
 from publishing.roles import Role, can_view, has_role
 from publishing.selectors import get_latest_revision
+from workers.actions import Enqueued, add_dependency, enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
+from workers.models import Dependency, Operation
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -127,7 +130,9 @@ def check_create_revision(
     try:
         base = int(base_number)
     except (TypeError, ValueError):
-        raise InvalidInput("The revision you edited is missing or not a number; reload the page.") from None
+        base = -1
+    if base < 0:
+        raise InvalidInput("The revision you edited is missing or not a valid number; reload the page.")
     payload = {
         "title": clean_text(title, field="Title", max_chars=TITLE_MAX_CHARS, required=True),
         "body": clean_text(body, field="Body", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=True),
@@ -151,11 +156,7 @@ def do_create_revision(
         raise InvalidInput(str(exc)) from None
     latest = get_latest_revision(brief)
     latest_number = latest.number if latest is not None else 0
-    if (
-        latest is not None
-        and latest.payload_hash == digest
-        and base_number in (latest_number, latest_number - 1)
-    ):
+    if latest is not None and latest.payload_hash == digest and base_number in (latest_number, latest_number - 1):
         return latest, False
     if base_number != latest_number:
         raise RevisionConflict(newer=latest, base_number=base_number)
@@ -175,6 +176,42 @@ def do_create_revision(
     return revision, True
 
 
+@transaction.atomic(savepoint=False)
+def do_request_publication(revision: Revision) -> Enqueued:
+    """Record the intent to publish `revision`, in the approval's transaction (invariant 5).
+
+    Idempotent: a second approval of the same revision returns the same operation. Per brief,
+    publishes never regress (invariant 4): an older publish that has not been claimed yet is
+    superseded; one that may already be in flight becomes a prerequisite (completion edge),
+    so this one is claimed only after it finished either way.
+    """
+    public_id = revision.brief.public_id
+    enqueued = enqueue_operation(
+        key=publish_key(public_id, revision.number),
+        kind=PUBLISH,
+        payload_hash=revision.payload_hash,
+        subject_type="brief",
+        subject_id=public_id,
+        arguments={"revision": revision.number},
+    )
+    if not enqueued.created:
+        return enqueued
+    older = (
+        Operation.objects.unfinished()
+        .for_subject("brief", public_id)
+        .filter(kind=PUBLISH)
+        .exclude(id=enqueued.operation.id)
+        .order_by("id")
+    )
+    for operation in older:
+        if int(operation.arguments["revision"]) >= revision.number:
+            continue
+        reason = f"revision {revision.number} was approved before revision {operation.arguments['revision']} was sent"
+        if not supersede_waiting_operation(operation, reason=reason):
+            add_dependency(enqueued.operation, prerequisite=operation, requires=Dependency.Requires.COMPLETION)
+    return enqueued
+
+
 def ensure_role_groups(*, using: str = "default") -> None:
     """Create the role groups and give Operators read access to every Galley model. Idempotent."""
     for role in Role:
@@ -184,3 +221,6 @@ def ensure_role_groups(*, using: str = "default") -> None:
         content_type__app_label__in=OPERATOR_APPS, codename__startswith="view_"
     )
     operators.permissions.add(*view_permissions)
+    operators.permissions.add(
+        *Permission.objects.using(using).filter(content_type__app_label="workers", codename="operate_operation")
+    )

@@ -9,6 +9,11 @@ class PublishingConfig(AppConfig):
     verbose_name = "Publishing"
 
     def ready(self) -> None:
+        from publishing import delivery
+        from workers.registry import register
+
+        register(delivery.PUBLISH, delivery.handle_publish)
+        register(delivery.VERIFY, delivery.handle_verify)
         # Groups are granted permission rows, which Django creates after each app migrates;
         # the handler is idempotent, so running it after every app is harmless.
         post_migrate.connect(_ensure_role_groups, dispatch_uid="galley_ensure_role_groups")

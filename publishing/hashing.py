@@ -21,9 +21,7 @@ def canonical_json(payload: Any) -> bytes:
     try:
         text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except ValueError as exc:
-        raise PayloadError(
-            f"The payload contains NaN or Infinity, which JSON cannot represent ({exc})."
-        ) from None
+        raise PayloadError(f"The payload contains NaN or Infinity, which JSON cannot represent ({exc}).") from None
     except TypeError as exc:
         raise PayloadError(f"The payload is not plain JSON data: {exc}.") from None
     try:

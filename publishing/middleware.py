@@ -19,11 +19,7 @@ class RefusalMiddleware:
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, PermissionRefused):
-            return render(
-                request, "refused.html", {"message": exception.message, "title": "Not allowed"}, status=403
-            )
+            return render(request, "refused.html", {"message": exception.message, "title": "Not allowed"}, status=403)
         if isinstance(exception, NotFound):
-            return render(
-                request, "refused.html", {"message": exception.message, "title": "Not found"}, status=404
-            )
+            return render(request, "refused.html", {"message": exception.message, "title": "Not found"}, status=404)
         return None

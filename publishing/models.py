@@ -11,27 +11,27 @@ class BriefStatus(models.TextChoices):
     IN_REVIEW = "in_review", "In review"
     CHANGES_REQUESTED = "changes_requested", "Changes requested"
     APPROVED = "approved", "Approved"
+    PUBLISHED = "published", "Published"
 
 
 class Brief(models.Model):
     Status = BriefStatus
 
-    public_id = models.CharField(
-        max_length=32, unique=True, editable=False, help_text="Stable job id, e.g. brief-042."
-    )
+    public_id = models.CharField(max_length=32, unique=True, editable=False, help_text="Stable job id, e.g. brief-042.")
     title = models.CharField(max_length=200)
     source_material = models.TextField(blank=True)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="briefs")
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.DRAFTING)
+    published_revision_number = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Highest revision verified at the target; only ever grows."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(
-                condition=models.Q(status__in=BriefStatus.values), name="brief_status_valid"
-            ),
+            models.CheckConstraint(condition=models.Q(status__in=BriefStatus.values), name="brief_status_valid"),
             models.CheckConstraint(
                 condition=models.Q(public_id__regex=r"^brief-[0-9]{3,}$"), name="brief_public_id_form"
             ),
@@ -46,7 +46,7 @@ class Brief(models.Model):
 
 
 class Revision(models.Model):
-    """Immutable: the database refuses UPDATE and DELETE of a row (trigger in migration 0001).
+    """Immutable: the database refuses UPDATE and DELETE of a row (trigger in migration 0002).
 
     `payload_hash` is publishing.hashing.payload_hash(payload), computed once, by the action
     that writes the row.
@@ -84,3 +84,28 @@ class Revision(models.Model):
     @property
     def body(self) -> str:
         return str(self.payload.get("body", ""))
+
+
+class Publication(models.Model):
+    """Revision `revision` applied at the target under `operation_key` (one per revision).
+
+    Recorded in the same transaction as the publish operation's success, with the verification
+    operation that depends on it. `verified_at` is set once a read-back showed the target
+    holding this payload hash at the permalink (invariant 10). The payload hash is the
+    revision's, enforced by a composite foreign key (migration 0004).
+    """
+
+    brief = models.ForeignKey(Brief, on_delete=models.PROTECT, related_name="publications")
+    revision = models.OneToOneField(Revision, on_delete=models.PROTECT, related_name="publication")
+    operation_key = models.CharField(max_length=255, unique=True)
+    payload_hash = models.CharField(max_length=64)
+    external_id = models.CharField(max_length=200)
+    permalink = models.URLField(max_length=500)
+    created_at = models.DateTimeField(default=timezone.now)
+    verified_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.operation_key} -> {self.permalink}"

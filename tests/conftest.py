@@ -6,10 +6,25 @@ from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import transaction
 
 from publishing.actions import check_create_brief, check_create_revision, ensure_role_groups
 from publishing.models import Brief, Revision
 from publishing.roles import Role
+from workers.runner import shutdown_pool
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hasher(settings):
+    """Tests create and sign in many users; the production hasher's slowness buys nothing here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _worker_pool_closed():
+    """Worker threads keep database connections; close them so the test database can be dropped."""
+    yield
+    shutdown_pool()
 
 
 @pytest.fixture
@@ -41,24 +56,35 @@ def operator(make_user):
 
 @pytest.fixture
 def brief(editor) -> Brief:
-    return check_create_brief(
-        title="Harbour strike", source_material="Dockers walked out at dawn.", acting_user=editor
-    )
+    return check_create_brief(title="Harbour strike", source_material="Dockers walked out at dawn.", acting_user=editor)
 
 
 @pytest.fixture
 def revise(editor) -> Callable[..., Revision]:
     """revise(brief, body, base=None): the next revision of `brief`, written by `by` (the editor by default)."""
 
-    def make(
-        brief: Brief, body: str, *, base: int | None = None, title: str = "Harbour strike", by=None
-    ) -> Revision:
+    def make(brief: Brief, body: str, *, base: int | None = None, title: str = "Harbour strike", by=None) -> Revision:
         if base is None:
             latest = brief.revisions.order_by("-number").first()
             base = latest.number if latest else 0
-        revision, _created = check_create_revision(
-            brief.public_id, base_number=base, title=title, body=body, acting_user=by or editor
-        )
+        with transaction.atomic():
+            revision, _created = check_create_revision(
+                brief.public_id, base_number=base, title=title, body=body, acting_user=by or editor
+            )
         return revision
 
     return make
+
+
+@pytest.fixture
+def users(editor, approver, operator, make_user):
+    """One user per role; the operator is staff, as `seed_demo` makes them."""
+    operator.is_staff = True
+    operator.save(update_fields=["is_staff"])
+    return {
+        "editor": editor,
+        "approver": approver,
+        "operator": operator,
+        "no_group": make_user("nobody"),
+        "anonymous": None,
+    }

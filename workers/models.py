@@ -7,13 +7,15 @@ import no domain app.
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 
 class AuditEvent(models.Model):
-    """Append-only: the database refuses UPDATE and DELETE (trigger in migration 0001)."""
+    """Append-only: the database refuses UPDATE and DELETE (trigger in migration 0002)."""
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -36,3 +38,209 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.subject_type}:{self.subject_id}"
+
+
+class OperationStatus(models.TextChoices):
+    """The operation's state machine; allowed moves are in workers.actions.OPERATION_TRANSITIONS.
+
+    pending ──claim──► running ──► succeeded | retry_wait | dead | conflict | superseded | cancelled
+    retry_wait ──claim──► running;  running ──lease expired (reconciler)──► retry_wait
+    pending | retry_wait ──operator / superseding newer intent──► cancelled | superseded
+    dead | conflict ──operator "retry now"──► retry_wait
+    """
+
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    RETRY_WAIT = "retry_wait", "Waiting to retry"
+    DEAD = "dead", "Dead (needs an operator)"
+    CONFLICT = "conflict", "Key conflict"
+    SUPERSEDED = "superseded", "Superseded"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+UNFINISHED_STATUSES = (OperationStatus.PENDING, OperationStatus.RUNNING, OperationStatus.RETRY_WAIT)
+FINISHED_STATUSES = (
+    OperationStatus.SUCCEEDED,
+    OperationStatus.DEAD,
+    OperationStatus.CONFLICT,
+    OperationStatus.SUPERSEDED,
+    OperationStatus.CANCELLED,
+)
+
+
+class OperationQuerySet(models.QuerySet):
+    def unfinished(self) -> OperationQuerySet:
+        return self.filter(status__in=UNFINISHED_STATUSES)
+
+    def finished(self) -> OperationQuerySet:
+        return self.filter(status__in=FINISHED_STATUSES)
+
+    def for_subject(self, subject_type: str, subject_id: str) -> OperationQuerySet:
+        return self.filter(subject_type=subject_type, subject_id=subject_id)
+
+
+class Operation(models.Model):
+    """One retryable side effect, identified by its key and bound to one payload hash.
+
+    The row is the durable intent (the outbox): it is written in the same transaction as the
+    state change that wants it. Workers claim it with a lease; every claim increments the
+    fencing token, and every later write names operation id, lease owner and token.
+    """
+
+    Status = OperationStatus
+
+    key = models.CharField(max_length=255, unique=True)
+    kind = models.CharField(max_length=64)
+    payload_hash = models.CharField(max_length=64)
+    subject_type = models.CharField(max_length=64)
+    subject_id = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True, help_text="Ids only; handlers load the rest.")
+    status = models.CharField(max_length=16, choices=OperationStatus.choices, default=OperationStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField()
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    deadline = models.DateTimeField(help_text="No attempt starts after this; then the operation is dead.")
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fencing_token = models.BigIntegerField(default=0)
+    last_error_kind = models.CharField(max_length=64, blank=True)
+    last_error_message = models.TextField(blank=True)
+    needs_operator = models.BooleanField(default=False)
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = OperationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        permissions = [("operate_operation", "Can retry, reconcile, cancel operations and resolve conflicts")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=OperationStatus.values), name="operation_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(status=OperationStatus.RUNNING)
+                | (~models.Q(lease_owner="") & models.Q(lease_expires_at__isnull=False)),
+                name="operation_running_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=UNFINISHED_STATUSES) | models.Q(finished_at__isnull=False),
+                name="operation_finished_has_time",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(attempts__lte=models.F("max_attempts")), name="operation_attempts_bounded"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at", "id"],
+                name="operation_due_idx",
+                condition=models.Q(status__in=[OperationStatus.PENDING, OperationStatus.RETRY_WAIT]),
+            ),
+            models.Index(
+                fields=["lease_expires_at"],
+                name="operation_lease_idx",
+                condition=models.Q(status=OperationStatus.RUNNING),
+            ),
+            models.Index(fields=["subject_type", "subject_id"], name="operation_subject_idx"),
+            models.Index(fields=["status", "finished_at"], name="operation_status_finished_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+
+class Dependency(models.Model):
+    """A durable happens-before edge: `operation` cannot be claimed until `prerequisite` has
+    succeeded (requires=success) or finished in any way (requires=completion, used for ordering)."""
+
+    class Requires(models.TextChoices):
+        SUCCESS = "success", "Prerequisite succeeded"
+        COMPLETION = "completion", "Prerequisite finished"
+
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="prerequisite_edges")
+    prerequisite = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="dependent_edges")
+    requires = models.CharField(max_length=16, choices=Requires.choices, default=Requires.SUCCESS)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["operation", "prerequisite"], name="dependency_unique"),
+            models.CheckConstraint(condition=~models.Q(operation=models.F("prerequisite")), name="dependency_not_self"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation_id} after {self.prerequisite_id} ({self.requires})"
+
+
+class Attempt(models.Model):
+    """One try of an operation, for diagnosis only (never business identity).
+
+    An attempt without `finished_at` never recorded an outcome: the worker died or lost its
+    lease mid-try, so the next attempt treats the side effect as ambiguous.
+    """
+
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "succeeded", "Succeeded"
+        RETRY = "retry", "Will retry"
+        DEAD = "dead", "Dead"
+        CONFLICT = "conflict", "Key conflict"
+        SUPERSEDED = "superseded", "Superseded"
+        LEASE_LOST = "lease_lost", "Lease lost (wrote nothing)"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="attempt_set")
+    number = models.PositiveIntegerField()
+    worker_id = models.CharField(max_length=200)
+    fencing_token = models.BigIntegerField()
+    ambiguous = models.BooleanField(
+        default=False, help_text="The previous attempt may have had its effect: look the key up first."
+    )
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True)
+    error_kind = models.CharField(max_length=64, blank=True)
+    error_message = models.TextField(blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["operation_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["operation", "number"], name="attempt_number_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation_id} attempt {self.number}"
+
+
+class KeyConflict(models.Model):
+    """The same operation key met a different payload hash: never a success, always an operator's call."""
+
+    class Source(models.TextChoices):
+        ENQUEUE = "enqueue", "Enqueued again with another payload"
+        TARGET = "target", "Target holds the key with another payload"
+
+    operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="conflicts")
+    source = models.CharField(max_length=16, choices=Source.choices)
+    existing_payload_hash = models.CharField(max_length=64)
+    conflicting_payload_hash = models.CharField(max_length=64, blank=True)
+    detail = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    resolution = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"conflict on {self.operation.key}"

@@ -20,9 +20,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
+                    models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID"),
                 ),
                 ("payload_hash", models.CharField(max_length=64)),
                 (
@@ -54,9 +52,7 @@ class Migration(migrations.Migration):
             options={
                 "ordering": ["-created_at", "-id"],
                 "constraints": [
-                    models.UniqueConstraint(
-                        fields=("revision", "approver"), name="approval_one_decision_per_approver"
-                    ),
+                    models.UniqueConstraint(fields=("revision", "approver"), name="approval_one_decision_per_approver"),
                     models.CheckConstraint(
                         condition=models.Q(("decision__in", ["approved", "changes_requested"])),
                         name="approval_decision_valid",

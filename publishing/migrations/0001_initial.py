@@ -19,9 +19,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
+                    models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID"),
                 ),
                 (
                     "public_id",
@@ -64,9 +62,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
+                    models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID"),
                 ),
                 ("number", models.PositiveIntegerField()),
                 ("payload", models.JSONField()),
@@ -100,9 +96,7 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name="brief",
             constraint=models.CheckConstraint(
-                condition=models.Q(
-                    ("status__in", ["drafting", "in_review", "changes_requested", "approved"])
-                ),
+                condition=models.Q(("status__in", ["drafting", "in_review", "changes_requested", "approved"])),
                 name="brief_status_valid",
             ),
         ),
@@ -114,9 +108,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name="revision",
-            constraint=models.UniqueConstraint(
-                fields=("brief", "number"), name="revision_number_unique_per_brief"
-            ),
+            constraint=models.UniqueConstraint(fields=("brief", "number"), name="revision_number_unique_per_brief"),
         ),
         migrations.AddConstraint(
             model_name="revision",
@@ -124,9 +116,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name="revision",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("number__gte", 1)), name="revision_number_positive"
-            ),
+            constraint=models.CheckConstraint(condition=models.Q(("number__gte", 1)), name="revision_number_positive"),
         ),
         migrations.AddConstraint(
             model_name="revision",

@@ -22,9 +22,7 @@ DEMO_USERS = [
 
 
 class Command(BaseCommand):
-    help = (
-        "Create the demo users (editor, approver, operator), one per role group, and print their credentials."
-    )
+    help = "Create the demo users (editor, approver, operator), one per role group, and print their credentials."
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(

@@ -1,0 +1,374 @@
+"""Typed httpx client for a publishing target speaking PRODUCT.md §7.4.
+
+Every failure is a TargetError subclass chosen by what the caller must do next (invariant 9):
+
+    TargetError(Exception)                    .status: int | None
+    ├── TargetAmbiguous                       may have been applied: look up by key before sending again
+    │   ├── TargetTimeout                     no answer in time (includes a commit-then-hang)
+    │   └── TargetConnectionError             could not connect, or the connection dropped mid-request
+    ├── TargetThrottled                       429/503: wait .retry_after seconds (None if not given)
+    ├── TargetServerError                     other 5xx: back off with jitter, same key
+    ├── TargetRejected                        400 (or another 4xx): terminal, dead letter
+    ├── TargetAuthError                       401/403: terminal, an operator must fix the token
+    ├── TargetKeyMismatch                     422: same key, different payload hash (operator needed)
+    ├── TargetInProgress                      409 in_progress: the same key is being applied now
+    ├── TargetStaleRevision                   409 stale_revision: .current_revision is newer or equal
+    ├── TargetNotFound                        404 from read_back or fetch_permalink
+    └── TargetInvalidResponse                 a body or status the protocol does not allow
+
+A TargetClient holds only an httpx.Client, which may be shared between threads; it keeps no
+other state, so one client per process (or per task, closed afterwards) are both fine. The
+client never retries: retry policy belongs to the worker that owns the operation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from html.parser import HTMLParser
+from types import TracebackType
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+DEFAULT_URL = "http://127.0.0.1:8001"
+DEFAULT_TIMEOUT_SECONDS = 10.0
+
+
+class TargetError(Exception):
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+    def __str__(self) -> str:
+        return self.message if self.status is None else f"{self.message} (HTTP {self.status})"
+
+
+class TargetAmbiguous(TargetError):
+    """The request may or may not have been applied."""
+
+
+class TargetTimeout(TargetAmbiguous):
+    pass
+
+
+class TargetConnectionError(TargetAmbiguous):
+    pass
+
+
+class TargetThrottled(TargetError):
+    def __init__(self, message: str, *, status: int, retry_after: float | None) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class TargetServerError(TargetError):
+    pass
+
+
+class TargetRejected(TargetError):
+    pass
+
+
+class TargetAuthError(TargetError):
+    pass
+
+
+class TargetKeyMismatch(TargetError):
+    pass
+
+
+class TargetInProgress(TargetError):
+    pass
+
+
+class TargetStaleRevision(TargetError):
+    def __init__(self, message: str, *, status: int, current_revision: int) -> None:
+        super().__init__(message, status=status)
+        self.current_revision = current_revision
+
+
+class TargetNotFound(TargetError):
+    pass
+
+
+class TargetInvalidResponse(TargetError):
+    pass
+
+
+@dataclass(frozen=True)
+class Receipt:
+    id: str
+    operation_key: str
+    brief_id: str
+    revision: int
+    payload_hash: str
+    permalink: str
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait, from Retry-After as delta-seconds or HTTP-date; None if absent or unreadable."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class _HashMetaFinder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "meta" and self.found is None:
+            values = dict(attrs)
+            if values.get("name") == "galley-payload-hash":
+                self.found = (values.get("content") or "").strip() or None
+
+
+class TargetClient:
+    """One publishing target. Explicit timeouts; no retries; every failure is a TargetError.
+
+    ``transport`` is for tests (httpx.MockTransport); production leaves it None.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        token: str,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._auth = {"Authorization": f"Bearer {token}"}
+        # The same limit for connect, write, read and pool wait: any of them running out is a timeout.
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(timeout),
+            transport=transport,
+            follow_redirects=False,
+            headers={"User-Agent": "galley-target-client/1", "Accept": "application/json"},
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> TargetClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- protocol --------------------------------------------------------------------------
+
+    def publish(
+        self,
+        *,
+        operation_key: str,
+        brief_id: str,
+        revision: int,
+        payload_hash: str,
+        payload: dict[str, Any],
+    ) -> tuple[Receipt, bool]:
+        """POST the publication with Idempotency-Key = operation_key.
+
+        Returns (receipt, True) for a first application (201) and (receipt, False) for a replay
+        (200). Raises a TargetError subclass otherwise; TargetAmbiguous means it may have applied.
+        A receipt for another key or hash than the one sent is TargetInvalidResponse, never success.
+        """
+        body = {
+            "operation_key": operation_key,
+            "brief_id": brief_id,
+            "revision": revision,
+            "payload_hash": payload_hash,
+            "payload": payload,
+        }
+        content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        response = self._send(
+            "POST",
+            "/v1/publications",
+            content=content,
+            headers={
+                **self._auth,
+                "Idempotency-Key": operation_key,
+                "Content-Type": "application/json",
+            },
+        )
+        if response.status_code not in (200, 201):
+            raise self._error(response)
+        receipt = self._receipt(response)
+        sent = (operation_key, brief_id, revision, payload_hash)
+        got = (receipt.operation_key, receipt.brief_id, receipt.revision, receipt.payload_hash)
+        if got != sent:
+            raise TargetInvalidResponse(
+                f"The target answered for {got} to a publish of {sent}", status=response.status_code
+            )
+        return receipt, response.status_code == 201
+
+    def lookup(self, operation_key: str) -> Receipt | None:
+        """The publication applied under operation_key, or None if the target has none."""
+        response = self._send("GET", "/v1/publications", params={"operation_key": operation_key}, headers=self._auth)
+        if response.status_code == 404:
+            if self._json(response).get("error") == "not_found":
+                return None
+            raise TargetInvalidResponse("A 404 without the not_found body: is the target URL right?", status=404)
+        if response.status_code != 200:
+            raise self._error(response)
+        receipt = self._receipt(response)
+        if receipt.operation_key != operation_key:
+            raise TargetInvalidResponse(
+                f"A look-up of {operation_key!r} returned {receipt.operation_key!r}", status=200
+            )
+        return receipt
+
+    def read_back(self, publication_id: str) -> Receipt:
+        """The stored publication by the target's id (payload hash and permalink as the target holds them)."""
+        response = self._send("GET", f"/v1/publications/{publication_id}", headers=self._auth)
+        if response.status_code == 404:
+            raise TargetNotFound(f"The target has no publication {publication_id!r}", status=404)
+        if response.status_code != 200:
+            raise self._error(response)
+        receipt = self._receipt(response)
+        if receipt.id != publication_id:
+            raise TargetInvalidResponse(f"A read-back of {publication_id!r} returned {receipt.id!r}", status=200)
+        return receipt
+
+    def fetch_permalink(self, url: str) -> str:
+        """The payload hash the published page carries in <meta name="galley-payload-hash">.
+
+        Pages are public: the bearer token is not sent, so a permalink on another host never sees it.
+        """
+        response = self._send("GET", url, headers={"Accept": "text/html"}, follow_redirects=True)
+        if response.status_code == 404:
+            raise TargetNotFound(f"Nothing is published at {url}", status=404)
+        if response.status_code != 200:
+            raise self._error(response)
+        finder = _HashMetaFinder()
+        finder.feed(response.text)
+        finder.close()
+        if finder.found is None:
+            raise TargetInvalidResponse(f"The page at {url} has no galley-payload-hash meta tag", status=200)
+        return finder.found
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, url, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise TargetTimeout(
+                f"No answer from the target within {self.timeout}s ({type(exc).__name__}); "
+                "the request may have been applied"
+            ) from exc
+        except httpx.RequestError as exc:
+            raise TargetConnectionError(
+                f"Connection to the target failed ({type(exc).__name__}: {exc}); the request may have been applied"
+            ) from exc
+
+    @staticmethod
+    def _json(response: httpx.Response) -> dict[str, Any]:
+        try:
+            body = response.json()
+        except ValueError:
+            raise TargetInvalidResponse(
+                f"The target's answer is not JSON: {response.text[:200]!r}", status=response.status_code
+            ) from None
+        if not isinstance(body, dict):
+            raise TargetInvalidResponse(
+                f"The target's answer is not a JSON object: {body!r:.200}", status=response.status_code
+            )
+        return body
+
+    @classmethod
+    def _receipt(cls, response: httpx.Response) -> Receipt:
+        body = cls._json(response)
+        fields: dict[str, Any] = {}
+        for name in ("id", "operation_key", "brief_id", "payload_hash", "permalink"):
+            value = body.get(name)
+            if not isinstance(value, str) or not value:
+                raise TargetInvalidResponse(
+                    f"The target's receipt has no valid {name}: {body!r:.300}", status=response.status_code
+                )
+            fields[name] = value
+        revision = body.get("revision")
+        if not isinstance(revision, int) or isinstance(revision, bool):
+            raise TargetInvalidResponse(
+                f"The target's receipt has no valid revision: {body!r:.300}", status=response.status_code
+            )
+        return Receipt(revision=revision, **fields)
+
+    @classmethod
+    def _error(cls, response: httpx.Response) -> TargetError:
+        """The exception for a non-success status (raised by the caller)."""
+        status = response.status_code
+        if status in (429, 503):
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            wait = f"retry after {retry_after:g}s" if retry_after is not None else "no Retry-After given"
+            return TargetThrottled(
+                f"The target is throttling or unavailable; {wait}", status=status, retry_after=retry_after
+            )
+        if status >= 500:
+            return TargetServerError(f"The target failed: {response.text[:200]!r}", status=status)
+        if status in (401, 403):
+            return TargetAuthError("The target refused our credentials; check GALLEY_TARGET_TOKEN", status=status)
+        if status == 422:
+            body = cls._json(response)
+            if body.get("error") != "idempotency_mismatch":
+                return TargetInvalidResponse(f"Unexpected 422 body: {body!r:.300}", status=status)
+            return TargetKeyMismatch(
+                "The target already applied this operation key with a different payload hash", status=status
+            )
+        if status == 409:
+            body = cls._json(response)
+            if body.get("error") == "in_progress":
+                return TargetInProgress("The target is applying this operation key right now", status=status)
+            current = body.get("current_revision")
+            if body.get("error") == "stale_revision" and isinstance(current, int) and not isinstance(current, bool):
+                return TargetStaleRevision(
+                    f"The target already holds revision {current} of this brief",
+                    status=status,
+                    current_revision=current,
+                )
+            return TargetInvalidResponse(f"Unexpected 409 body: {body!r:.300}", status=status)
+        if 400 <= status < 500:
+            try:
+                detail = cls._json(response).get("detail") or response.text[:200]
+            except TargetInvalidResponse:
+                detail = response.text[:200]
+            return TargetRejected(f"The target rejected the request: {detail}", status=status)
+        return TargetInvalidResponse(f"Unexpected status from the target: {response.text[:200]!r}", status=status)
+
+
+def from_settings() -> TargetClient:
+    """A client configured from settings.GALLEY_TARGET_URL / _TOKEN / _TIMEOUT_SECONDS, read now."""
+    return TargetClient(
+        base_url=getattr(settings, "GALLEY_TARGET_URL", DEFAULT_URL),
+        token=getattr(settings, "GALLEY_TARGET_TOKEN", ""),
+        timeout=float(getattr(settings, "GALLEY_TARGET_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)),
+    )

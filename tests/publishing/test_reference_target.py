@@ -1,0 +1,454 @@
+"""The reference target (PRODUCT.md §7.4) served for real on a free port, driven through TargetClient.
+
+The ledger (/_ledger) is the target's record of first applications: every test that
+retries, replays or fails counts it, because "applied exactly once" is what Galley relies on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from publishing.hashing import payload_hash
+from publishing.reference_target import Faults, ReferenceTarget
+from publishing.target_client import (
+    Receipt,
+    TargetAmbiguous,
+    TargetAuthError,
+    TargetClient,
+    TargetConnectionError,
+    TargetInProgress,
+    TargetKeyMismatch,
+    TargetNotFound,
+    TargetRejected,
+    TargetServerError,
+    TargetStaleRevision,
+    TargetThrottled,
+    TargetTimeout,
+)
+from tests.acceptance.conftest import free_port
+
+TOKEN = "target-test-token"
+BASE_DIR = Path(__file__).resolve().parents[2]
+PAYLOAD = {"title": "Harbour strike", "body": "Dockers walked out at dawn.\n\nThe port is closed."}
+
+
+def key(brief: str, revision: int) -> str:
+    return f"publish:{brief}:revision-{revision}"
+
+
+def request_body(brief: str = "brief-042", revision: int = 1, payload: dict[str, Any] | None = None) -> dict:
+    payload = payload if payload is not None else PAYLOAD
+    return {
+        "operation_key": key(brief, revision),
+        "brief_id": brief,
+        "revision": revision,
+        "payload_hash": payload_hash(payload),
+        "payload": payload,
+    }
+
+
+def publish(client: TargetClient, **kwargs: Any) -> tuple[Receipt, bool]:
+    return client.publish(**request_body(**kwargs))
+
+
+def ledger(target: ReferenceTarget) -> list[dict[str, Any]]:
+    response = httpx.get(f"{target.url}/_ledger", timeout=5)
+    assert response.status_code == 200
+    return response.json()["applications"]
+
+
+@pytest.fixture
+def start_target(tmp_path: Path) -> Iterator[Callable[..., ReferenceTarget]]:
+    started: list[ReferenceTarget] = []
+
+    def start(faults: Faults | None = None, db_name: str = "target.sqlite3") -> ReferenceTarget:
+        target = ReferenceTarget(db_path=tmp_path / db_name, token=TOKEN, faults=faults).start()
+        started.append(target)
+        return target
+
+    yield start
+    for target in started:
+        target.stop()
+
+
+@pytest.fixture
+def target(start_target) -> ReferenceTarget:
+    return start_target()
+
+
+def client_for(target: ReferenceTarget, *, timeout: float = 5.0, token: str = TOKEN) -> TargetClient:
+    return TargetClient(base_url=target.url, token=token, timeout=timeout)
+
+
+@pytest.fixture
+def client(target: ReferenceTarget) -> Iterator[TargetClient]:
+    with client_for(target) as client:
+        yield client
+
+
+def raw_post(target: ReferenceTarget, body: object, **headers: str) -> httpx.Response:
+    base = {"Authorization": f"Bearer {TOKEN}"}
+    if isinstance(body, dict) and "operation_key" in body:
+        base["Idempotency-Key"] = str(body["operation_key"])
+    content = body if isinstance(body, bytes) else httpx.Request("POST", "/", json=body).content
+    return httpx.post(
+        f"{target.url}/v1/publications",
+        content=content,
+        headers={**base, "Content-Type": "application/json", **headers},
+        timeout=5,
+    )
+
+
+# --- applications, replays and conflicts (invariants 1, 2, 4) -------------------------------
+
+
+def test_publish__first_application__201_and_one_ledger_row(target, client):
+    receipt, first = publish(client)
+    assert first is True
+    assert receipt.operation_key == key("brief-042", 1)
+    assert receipt.payload_hash == payload_hash(PAYLOAD)
+    assert receipt.permalink == f"{target.url}/articles/{receipt.id}"
+    (row,) = ledger(target)
+    assert (row["operation_key"], row["brief_id"], row["revision"], row["payload_hash"]) == (
+        key("brief-042", 1),
+        "brief-042",
+        1,
+        payload_hash(PAYLOAD),
+    )
+
+
+def test_publish__invariant1_replay_same_key__200_same_body_not_applied_again(target):
+    first = raw_post(target, request_body())
+    second = raw_post(target, request_body())
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert second.content == first.content
+    assert len(ledger(target)) == 1
+
+
+def test_publish__invariant1_replay_through_client__same_receipt(target, client):
+    receipt, _ = publish(client)
+    again, first = publish(client)
+    assert first is False
+    assert again == receipt
+    assert len(ledger(target)) == 1
+
+
+def test_publish__invariant2_same_key_other_hash__422_key_mismatch(target, client):
+    publish(client)
+    other = {"title": "Harbour strike", "body": "A different text."}
+    body = {**request_body(), "payload": other, "payload_hash": payload_hash(other)}
+    with pytest.raises(TargetKeyMismatch) as caught:
+        client.publish(**body)
+    assert caught.value.status == 422
+    assert len(ledger(target)) == 1
+
+
+def test_publish__invariant4_older_revision__409_stale_with_current(target, client):
+    publish(client, revision=3)
+    with pytest.raises(TargetStaleRevision) as caught:
+        publish(client, revision=2)
+    assert caught.value.current_revision == 3
+    with pytest.raises(TargetStaleRevision):
+        client.publish(**{**request_body(revision=3), "operation_key": "publish:brief-042:revision-3:other"})
+    assert [row["revision"] for row in ledger(target)] == [3]
+
+
+def test_publish__invariant4_other_brief__not_fenced(target, client):
+    publish(client, brief="brief-001", revision=5)
+    _, first = publish(client, brief="brief-002", revision=1)
+    assert first is True
+
+
+def test_publish__fence_off__accepts_older_revision(start_target):
+    target = start_target(Faults(fence_off=True))
+    with client_for(target) as client:
+        publish(client, revision=3)
+        _, first = publish(client, revision=2)
+    assert first is True
+    assert [row["revision"] for row in ledger(target)] == [3, 2]
+
+
+def test_publish__storage_survives_restart__replay_after_restart(start_target):
+    first_run = start_target()
+    with client_for(first_run) as client:
+        receipt, _ = publish(client)
+    first_run.stop()
+    second_run = start_target()
+    with client_for(second_run) as client:
+        assert client.lookup(key("brief-042", 1)) == receipt
+        again, first = publish(client)
+    assert (again, first) == (receipt, False)
+    assert len(ledger(second_run)) == 1
+
+
+# --- look-up, read-back, permalink (invariant 10) -------------------------------------------
+
+
+def test_lookup__by_key__receipt_or_none(client):
+    assert client.lookup(key("brief-042", 1)) is None
+    receipt, _ = publish(client)
+    assert client.lookup(key("brief-042", 1)) == receipt
+
+
+def test_read_back__holds_payload_hash_and_permalink(target, client):
+    receipt, _ = publish(client)
+    assert client.read_back(receipt.id) == receipt
+    raw = httpx.get(
+        f"{target.url}/v1/publications/{receipt.id}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5
+    ).json()
+    assert raw["payload"] == PAYLOAD
+    assert raw["published_at"]
+    with pytest.raises(TargetNotFound):
+        client.read_back("pub-doesnotexist")
+
+
+def test_permalink__invariant10_page_escapes_markup_and_carries_hash(target, client):
+    payload = {"title": "<script>alert('t')</script>", "body": 'Bold <b>claims</b> & "quotes"'}
+    receipt, _ = publish(client, payload=payload)
+    assert client.fetch_permalink(receipt.permalink) == payload_hash(payload)
+    page = httpx.get(receipt.permalink, timeout=5)
+    assert page.status_code == 200
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert "<script>" not in page.text and "<b>" not in page.text
+    assert "&lt;script&gt;alert(&#x27;t&#x27;)&lt;/script&gt;" in page.text
+    assert "Bold &lt;b&gt;claims&lt;/b&gt; &amp; &quot;quotes&quot;" in page.text
+    assert f'<meta name="galley-payload-hash" content="{payload_hash(payload)}">' in page.text
+
+
+def test_permalink__unknown__404(target, client):
+    with pytest.raises(TargetNotFound):
+        client.fetch_permalink(f"{target.url}/articles/pub-doesnotexist")
+
+
+# --- refusals (invariant 9: terminal failures apply nothing) ---------------------------------
+
+
+def test_auth__missing_401__wrong_403(target):
+    missing = httpx.post(f"{target.url}/v1/publications", json=request_body(), timeout=5)
+    assert missing.status_code == 401
+    assert missing.headers["WWW-Authenticate"] == "Bearer"
+    with client_for(target, token="wrong") as wrong, pytest.raises(TargetAuthError) as caught:
+        publish(wrong)
+    assert caught.value.status == 403
+    with client_for(target, token="wrong") as wrong, pytest.raises(TargetAuthError):
+        wrong.lookup(key("brief-042", 1))
+    assert httpx.get(f"{target.url}/v1/publications?operation_key=x", timeout=5).status_code == 401
+    assert ledger(target) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "detail"),
+    [
+        (b"{not json", {}, "not valid JSON"),
+        (b'"a string"', {}, "must be a JSON object"),
+        (b"\xff\xfe", {}, "not valid UTF-8"),
+        ({**request_body(), "revision": "1"}, {}, "revision must be an integer"),
+        ({**request_body(), "revision": 0}, {}, "revision must be an integer"),
+        ({**request_body(), "revision": True}, {}, "revision must be an integer"),
+        ({k: v for k, v in request_body().items() if k != "brief_id"}, {}, "brief_id"),
+        ({**request_body(), "payload_hash": "ABC"}, {}, "64 lowercase hex"),
+        ({**request_body(), "payload": {"title": "t"}}, {}, "payload.body"),
+        ({**request_body(), "payload": ["t"]}, {}, "payload must be a JSON object"),
+        (request_body(), {"Idempotency-Key": "publish:other"}, "must equal operation_key"),
+    ],
+    ids=[
+        "malformed",
+        "not-object",
+        "bad-utf8",
+        "revision-string",
+        "revision-zero",
+        "revision-bool",
+        "missing-brief",
+        "hash-not-hex",
+        "payload-no-body",
+        "payload-list",
+        "key-header-differs",
+    ],
+)
+def test_publish__invalid_body__400_nothing_applied(target, body, headers, detail):
+    response = raw_post(target, body, **headers)
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid"
+    assert detail in response.json()["detail"]
+    assert ledger(target) == []
+
+
+def test_publish__missing_idempotency_key__400(target):
+    response = httpx.post(
+        f"{target.url}/v1/publications",
+        json=request_body(),
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=5,
+    )
+    assert response.status_code == 400
+    assert "Idempotency-Key" in response.json()["detail"]
+
+
+def test_publish__nan_in_body__400(target):
+    content = request_body()
+    raw = httpx.Request("POST", "/", json=content).content.replace(b'"revision":1', b'"revision":NaN')
+    response = raw_post(target, raw, **{"Idempotency-Key": content["operation_key"]})
+    assert response.status_code == 400
+    assert "NaN" in response.json()["detail"]
+
+
+def test_publish__hash_not_of_payload__rejected_and_nothing_applied(target, client):
+    body = {**request_body(), "payload_hash": payload_hash({"title": "x", "body": "y"})}
+    with pytest.raises(TargetRejected) as caught:
+        client.publish(**body)
+    assert caught.value.status == 400
+    assert "does not match the payload" in str(caught.value)
+    assert ledger(target) == []
+
+
+# --- concurrency and faults (invariants 8, 9, 12) --------------------------------------------
+
+
+def test_publish__two_concurrent_same_key__one_201_other_409_or_replay_ledger_one(start_target):
+    target = start_target(Faults(latency_ms=300))
+    outcomes: list[object] = []
+    barrier = threading.Barrier(2)
+
+    def send() -> None:
+        with client_for(target) as client:
+            barrier.wait()
+            try:
+                outcomes.append(publish(client)[1])
+            except TargetInProgress as exc:
+                outcomes.append(exc)
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert outcomes.count(True) == 1
+    (other,) = [outcome for outcome in outcomes if outcome is not True]
+    assert other is False or isinstance(other, TargetInProgress)
+    assert len(ledger(target)) == 1
+
+
+def test_publish__duplicate_while_first_in_flight__409_in_progress_then_replay(start_target):
+    target = start_target(Faults(latency_ms=600))
+    results: list[tuple[Receipt, bool]] = []
+    with client_for(target) as client:
+        first = threading.Thread(target=lambda: results.append(publish(client)))
+        first.start()
+        time.sleep(0.2)
+        with pytest.raises(TargetInProgress) as caught:
+            publish(client)
+        first.join(10)
+        assert caught.value.status == 409
+        assert results[0][1] is True
+        assert publish(client) == (results[0][0], False)
+    assert len(ledger(target)) == 1
+
+
+@pytest.mark.parametrize(("rate", "status"), [("rate_429", 429), ("rate_503", 503)])
+def test_publish__invariant9_throttled__retry_after_and_nothing_applied(start_target, rate, status):
+    target = start_target(Faults(**{rate: 1.0}, retry_after=7))
+    with client_for(target) as client, pytest.raises(TargetThrottled) as caught:
+        publish(client)
+    assert caught.value.status == status
+    assert caught.value.retry_after == 7.0
+    assert ledger(target) == []
+
+
+def test_publish__invariant9_500__server_error_nothing_applied(start_target):
+    target = start_target(Faults(rate_500=1.0))
+    with client_for(target) as client, pytest.raises(TargetServerError) as caught:
+        publish(client)
+    assert caught.value.status == 500
+    assert ledger(target) == []
+
+
+def test_publish__invariant9_commit_then_hang__timeout_but_applied_and_found_by_lookup(start_target):
+    target = start_target(Faults(rate_hang=1.0, hang_seconds=5))
+    with client_for(target, timeout=0.5) as client:
+        with pytest.raises(TargetTimeout) as caught:
+            publish(client)
+        assert isinstance(caught.value, TargetAmbiguous)
+        assert [row["operation_key"] for row in ledger(target)] == [key("brief-042", 1)]
+        found = client.lookup(key("brief-042", 1))
+    assert found is not None and found.payload_hash == payload_hash(PAYLOAD)
+
+
+def test_publish__invariant12_commit_then_drop__ambiguous_but_applied(start_target):
+    target = start_target(Faults(rate_drop=1.0))
+    with client_for(target) as client:
+        with pytest.raises(TargetConnectionError) as caught:
+            publish(client)
+        assert isinstance(caught.value, TargetAmbiguous)
+        assert len(ledger(target)) == 1
+        assert client.lookup(key("brief-042", 1)) is not None
+
+
+def test_faults__same_seed__same_draws(tmp_path):
+    faults = Faults(rate_429=0.5, rate_hang=0.3, seed=42)
+    draws = []
+    for name in ("a.sqlite3", "b.sqlite3"):
+        target = ReferenceTarget(db_path=tmp_path / name, token=TOKEN, faults=faults)
+        draws.append([target.draw() for _ in range(20)])
+        target.stop()
+    assert draws[0] == draws[1]
+    assert any(draw.throttle for draw in draws[0]) and not all(draw.throttle for draw in draws[0])
+
+
+def test_faults__rate_out_of_range__refused():
+    with pytest.raises(ValueError, match="rate_429"):
+        Faults(rate_429=1.5)
+
+
+def test_health(target):
+    assert httpx.get(f"{target.url}/_health", timeout=5).json() == {"status": "ok"}
+
+
+# --- the command as a real process ----------------------------------------------------------
+
+
+@pytest.mark.acceptance
+def test_run_reference_target__serves_publish__sigterm_exits_zero(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(DEBUG="true", GALLEY_VAR_DIR=str(tmp_path), GALLEY_TARGET_TOKEN=TOKEN)
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "run_reference_target", "--port", str(port), "--seed", "1"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, process.stdout.read()
+            try:
+                if httpx.get(f"{base_url}/_health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "reference target not healthy within 60 s"
+            time.sleep(0.1)
+        with TargetClient(base_url=base_url, token=TOKEN, timeout=5) as client:
+            receipt, first = publish(client)
+            assert first is True
+            assert client.fetch_permalink(receipt.permalink) == payload_hash(PAYLOAD)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    assert f"reference target on {base_url}" in output
+    assert (tmp_path / "reference-target.sqlite3").exists()

@@ -1,0 +1,335 @@
+"""TargetClient against httpx.MockTransport: every status of PRODUCT.md §7.4 maps to the exception
+that tells the worker what to do next (invariant 9), and the operation key travels as the
+Idempotency-Key (invariant 1)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from publishing.target_client import (
+    Receipt,
+    TargetAmbiguous,
+    TargetAuthError,
+    TargetClient,
+    TargetConnectionError,
+    TargetError,
+    TargetInProgress,
+    TargetInvalidResponse,
+    TargetKeyMismatch,
+    TargetNotFound,
+    TargetRejected,
+    TargetServerError,
+    TargetStaleRevision,
+    TargetThrottled,
+    TargetTimeout,
+    from_settings,
+    parse_retry_after,
+)
+
+KEY = "publish:brief-042:revision-3"
+HASH = "a" * 64
+RECEIPT = {
+    "id": "pub-1",
+    "operation_key": KEY,
+    "brief_id": "brief-042",
+    "revision": 3,
+    "payload_hash": HASH,
+    "permalink": "http://target.test/articles/pub-1",
+}
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def make_client(handler: Handler, *, timeout: float = 2.5) -> TargetClient:
+    return TargetClient(
+        base_url="http://target.test/",
+        token="s3cret",
+        timeout=timeout,
+        transport=httpx.MockTransport(handler),
+    )
+
+
+def publish(client: TargetClient) -> tuple[Receipt, bool]:
+    return client.publish(
+        operation_key=KEY,
+        brief_id="brief-042",
+        revision=3,
+        payload_hash=HASH,
+        payload={"title": "Harbour strike", "body": "Dockers walked out."},
+    )
+
+
+def fails(handler: Handler, exc_type: type[TargetError], call: Callable[[TargetClient], object] = publish) -> Any:
+    """The exception `call` raises against a target answering with `handler`."""
+    with make_client(handler) as client, pytest.raises(exc_type) as caught:
+        call(client)
+    return caught.value
+
+
+def answer(status: int, body: object = None, **headers: str) -> Handler:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if body is None:
+            return httpx.Response(status, headers=headers)
+        return httpx.Response(status, json=body, headers=headers)
+
+    return handler
+
+
+def raising(exc_type: type[httpx.RequestError]) -> Handler:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise exc_type("boom", request=request)
+
+    return handler
+
+
+def test_publish__201__first_application_with_receipt():
+    with make_client(answer(201, RECEIPT)) as client:
+        receipt, first = publish(client)
+    assert first is True
+    assert receipt == Receipt(**RECEIPT)
+
+
+def test_publish__200__replay_not_first():
+    with make_client(answer(200, RECEIPT)) as client:
+        receipt, first = publish(client)
+    assert first is False
+    assert receipt.id == "pub-1"
+
+
+def test_publish__sends_bearer_idempotency_key_json_body_and_timeouts():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(201, json=RECEIPT)
+
+    with make_client(handler, timeout=2.5) as client:
+        publish(client)
+    (request,) = seen
+    assert request.method == "POST"
+    assert str(request.url) == "http://target.test/v1/publications"
+    assert request.headers["Authorization"] == "Bearer s3cret"
+    assert request.headers["Idempotency-Key"] == KEY
+    assert request.headers["Content-Type"] == "application/json"
+    assert json.loads(request.content) == {
+        "operation_key": KEY,
+        "brief_id": "brief-042",
+        "revision": 3,
+        "payload_hash": HASH,
+        "payload": {"title": "Harbour strike", "body": "Dockers walked out."},
+    }
+    assert request.extensions["timeout"] == {"connect": 2.5, "read": 2.5, "write": 2.5, "pool": 2.5}
+
+
+def test_publish__receipt_for_another_hash__invariant2_never_reported_as_success():
+    fails(answer(200, {**RECEIPT, "payload_hash": "b" * 64}), TargetInvalidResponse)
+
+
+def test_publish__422__invariant2_key_mismatch_is_loud():
+    error = fails(answer(422, {"error": "idempotency_mismatch"}), TargetKeyMismatch)
+    assert error.status == 422
+    assert "different payload hash" in str(error)
+
+
+def test_publish__409_in_progress():
+    error = fails(answer(409, {"error": "in_progress"}), TargetInProgress)
+    assert error.status == 409
+
+
+def test_publish__409_stale_revision__invariant4_carries_current_revision():
+    error = fails(answer(409, {"error": "stale_revision", "current_revision": 5}), TargetStaleRevision)
+    assert error.current_revision == 5
+    assert "revision 5" in str(error)
+
+
+def test_publish__409_unknown_body__invalid_response():
+    fails(answer(409, {"error": "something_else"}), TargetInvalidResponse)
+
+
+def test_publish__400__invariant9_rejected_terminal_with_detail():
+    error = fails(answer(400, {"error": "invalid", "detail": "revision must be an integer"}), TargetRejected)
+    assert error.status == 400
+    assert "revision must be an integer" in str(error)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_publish__401_403__invariant9_auth_error(status):
+    error = fails(answer(status, {"error": "forbidden"}), TargetAuthError)
+    assert error.status == status
+
+
+def test_publish__429_retry_after_seconds__invariant9_throttled():
+    error = fails(answer(429, {"error": "throttled"}, **{"Retry-After": "7"}), TargetThrottled)
+    assert error.status == 429
+    assert error.retry_after == 7.0
+
+
+def test_publish__429_retry_after_http_date__seconds_from_now():
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
+    error = fails(answer(429, {"error": "throttled"}, **{"Retry-After": when}), TargetThrottled)
+    assert 115 <= error.retry_after <= 120
+
+
+def test_publish__503_without_retry_after__throttled_none():
+    error = fails(answer(503, {"error": "unavailable"}), TargetThrottled)
+    assert error.status == 503
+    assert error.retry_after is None
+
+
+@pytest.mark.parametrize("status", [500, 502, 504])
+def test_publish__other_5xx__invariant9_server_error(status):
+    error = fails(answer(status, {"error": "server_error"}), TargetServerError)
+    assert error.status == status
+
+
+def test_publish__timeout__invariant9_ambiguous():
+    error = fails(raising(httpx.ReadTimeout), TargetTimeout)
+    assert isinstance(error, TargetAmbiguous)
+    assert error.status is None
+    assert "may have been applied" in str(error)
+
+
+@pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError])
+def test_publish__connect_error_or_drop__invariant9_ambiguous(exc_type):
+    error = fails(raising(exc_type), TargetConnectionError)
+    assert isinstance(error, TargetAmbiguous)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        httpx.Response(201, content=b"<html>not json</html>"),
+        httpx.Response(201, json=["a", "list"]),
+        httpx.Response(201, json={**RECEIPT, "revision": "3"}),
+        httpx.Response(201, json={k: v for k, v in RECEIPT.items() if k != "permalink"}),
+        httpx.Response(204),
+        httpx.Response(302, headers={"Location": "/elsewhere"}),
+    ],
+    ids=["html", "list", "revision-string", "no-permalink", "204", "redirect"],
+)
+def test_publish__garbage_body_or_status__invalid_response(response):
+    fails(lambda request: response, TargetInvalidResponse)
+
+
+def test_every_exception_is_a_target_error():
+    for exc_type in (
+        TargetAmbiguous,
+        TargetTimeout,
+        TargetConnectionError,
+        TargetThrottled,
+        TargetServerError,
+        TargetRejected,
+        TargetAuthError,
+        TargetKeyMismatch,
+        TargetInProgress,
+        TargetStaleRevision,
+        TargetNotFound,
+        TargetInvalidResponse,
+    ):
+        assert issubclass(exc_type, TargetError)
+
+
+def test_lookup__200__receipt__sent_with_key_and_token():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=RECEIPT)
+
+    with make_client(handler) as client:
+        assert client.lookup(KEY) == Receipt(**RECEIPT)
+    assert seen[0].url.params["operation_key"] == KEY
+    assert seen[0].url.path == "/v1/publications"
+    assert seen[0].headers["Authorization"] == "Bearer s3cret"
+
+
+def test_lookup__404_not_found__none():
+    with make_client(answer(404, {"error": "not_found"})) as client:
+        assert client.lookup(KEY) is None
+
+
+def test_lookup__404_html__invalid_response_not_none():
+    fails(
+        lambda request: httpx.Response(404, content=b"<h1>Not Found</h1>"),
+        TargetInvalidResponse,
+        lambda client: client.lookup(KEY),
+    )
+
+
+def test_lookup__timeout__ambiguous():
+    fails(raising(httpx.ConnectTimeout), TargetTimeout, lambda client: client.lookup(KEY))
+
+
+def test_read_back__200__receipt():
+    body = {**RECEIPT, "payload": {"title": "t", "body": "b"}, "published_at": "2026-01-01T00:00:00+00:00"}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/publications/pub-1"
+        assert request.headers["Authorization"] == "Bearer s3cret"
+        return httpx.Response(200, json=body)
+
+    with make_client(handler) as client:
+        assert client.read_back("pub-1") == Receipt(**RECEIPT)
+
+
+def test_read_back__404__not_found():
+    fails(answer(404, {"error": "not_found"}), TargetNotFound, lambda client: client.read_back("pub-9"))
+
+
+def test_fetch_permalink__returns_meta_hash__without_sending_token():
+    seen: list[httpx.Request] = []
+    page = f'<!doctype html><html><head><meta name="galley-payload-hash" content="{HASH}"></head></html>'
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, html=page)
+
+    with make_client(handler) as client:
+        assert client.fetch_permalink("http://elsewhere.test/articles/pub-1") == HASH
+    assert str(seen[0].url) == "http://elsewhere.test/articles/pub-1"
+    assert "Authorization" not in seen[0].headers
+
+
+def test_fetch_permalink__no_meta__invalid_response():
+    fails(
+        lambda request: httpx.Response(200, html="<html><h1>hi</h1></html>"),
+        TargetInvalidResponse,
+        lambda client: client.fetch_permalink("http://target.test/articles/pub-1"),
+    )
+
+
+def test_fetch_permalink__404__not_found():
+    fails(
+        lambda request: httpx.Response(404, html="gone"),
+        TargetNotFound,
+        lambda client: client.fetch_permalink("http://target.test/articles/pub-1"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [(None, None), ("", None), ("0", 0.0), ("3", 3.0), ("-1", None), ("soon", None), ("nan", None)],
+)
+def test_parse_retry_after__seconds_and_garbage(header, expected):
+    assert parse_retry_after(header) == expected
+
+
+def test_parse_retry_after__past_date__zero():
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+
+
+def test_from_settings__reads_settings_at_call_time(settings):
+    settings.GALLEY_TARGET_URL = "http://target.example:9000"
+    settings.GALLEY_TARGET_TOKEN = "from-settings"
+    settings.GALLEY_TARGET_TIMEOUT_SECONDS = 3
+    with from_settings() as client:
+        assert client.base_url == "http://target.example:9000"
+        assert client.timeout == 3.0
+        assert client._auth == {"Authorization": "Bearer from-settings"}

@@ -1,0 +1,52 @@
+"""What a handler raises to tell the machinery how an attempt ended (PRODUCT.md invariant 9).
+
+Handlers never decide retry timing themselves: they classify the failure with a kind, and
+workers.policy decides (retry with backoff, honour Retry-After, dead letter, conflict).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class FailureKind(StrEnum):
+    TIMEOUT = "timeout"  # ambiguous: the side effect may have happened
+    CONNECTION = "connection"  # ambiguous likewise
+    THROTTLED = "throttled"  # 429/503: retry after Retry-After
+    SERVER_ERROR = "server_error"  # 5xx: exponential backoff with jitter
+    IN_PROGRESS = "in_progress"  # the target is applying this key right now: retry soon
+    INVALID = "invalid"  # 400/422: terminal, dead letter with the reason
+    QUALITY_GATE = "quality_gate"  # terminal, never retried
+    AUTH = "auth"  # 401/403: terminal, an operator must fix credentials
+    KEY_CONFLICT = "key_conflict"  # same key, other payload: conflict, operator's call
+    UNEXPECTED = "unexpected"  # a bug or an unforeseen error: bounded retries, then dead
+
+
+# Kinds after which the next attempt must look the operation up before acting again.
+AMBIGUOUS_KINDS = frozenset({FailureKind.TIMEOUT, FailureKind.CONNECTION, "lease_expired", "reconcile_requested"})
+
+
+class OperationFailed(Exception):
+    def __init__(
+        self,
+        kind: FailureKind,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        http_status: int | None = None,
+        conflicting_payload_hash: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after = retry_after
+        self.http_status = http_status
+        self.conflicting_payload_hash = conflicting_payload_hash
+
+
+class Superseded(Exception):
+    """The intent is obsolete (a newer one replaced it before this one had any effect)."""
+
+
+class LeaseLost(Exception):
+    """A fenced write matched no row: another worker owns the operation now. Write nothing else."""

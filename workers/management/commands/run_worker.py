@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from workers.actions import reconcile_expired_leases
+from workers.runner import default_worker_id, drain, seconds_until_due
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a Galley worker without django-q2: reconcile expired leases and drain due operations "
+        "in a loop (the same code a django-q2 doorbell task runs). SIGTERM stops it after the current drain."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--until-idle", action="store_true", help="Exit when no operation is due or waiting.")
+        parser.add_argument("--kind", action="append", dest="kinds", help="Only these operation kinds.")
+        parser.add_argument("--worker-id", default=None)
+        parser.add_argument("--poll", type=float, default=0.5, help="Seconds between idle polls.")
+
+    def handle(
+        self,
+        *args: Any,
+        until_idle: bool,
+        kinds: list[str] | None,
+        worker_id: str | None,
+        poll: float,
+        **options: Any,
+    ) -> None:
+        stopping = False
+
+        def stop(signum: int, frame: object) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        worker_id = worker_id or default_worker_id()
+        self.stdout.write(f"worker {worker_id} started")
+        self.stdout.flush()
+        while not stopping:
+            reconcile_expired_leases()
+            outcomes = drain(worker_id=worker_id, kinds=kinds, idle_wait=poll)
+            if outcomes:
+                self.stdout.write(f"drained: {dict(outcomes)}")
+                self.stdout.flush()
+            elif until_idle and seconds_until_due(kinds) is None:
+                break
+            else:
+                time.sleep(poll)
+        self.stdout.write(f"worker {worker_id} stopped")

@@ -1,0 +1,70 @@
+"""Handlers per operation kind. Domain apps register theirs in AppConfig.ready(); `workers`
+imports no domain app."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed operation as a handler sees it: identities and the lease it holds."""
+
+    operation_id: int
+    key: str
+    kind: str
+    payload_hash: str
+    subject_type: str
+    subject_id: str
+    arguments: dict[str, Any]
+    attempt_id: str
+    attempt_number: int
+    fencing_token: int
+    worker_id: str
+    deadline: datetime.datetime
+    ambiguous: bool = False
+
+    def log_extra(self) -> dict[str, Any]:
+        return {
+            "operation_key": self.key,
+            "attempt_id": self.attempt_id,
+            "job_id": self.subject_id,
+            "worker_id": self.worker_id,
+            "fencing_token": self.fencing_token,
+        }
+
+
+@dataclass
+class Done:
+    """A successful attempt. `commit` runs inside the finalize transaction, after the fenced
+    update matched, so the domain's state change and its next intent commit with the success
+    (invariant 5) — or not at all if the lease was lost."""
+
+    result: dict[str, Any] = field(default_factory=dict)
+    commit: Callable[[], None] | None = None
+
+
+Handler = Callable[[Job], Done]
+
+_handlers: dict[str, Handler] = {}
+
+
+def register(kind: str, handler: Handler) -> None:
+    existing = _handlers.get(kind)
+    if existing is not None and existing is not handler:
+        raise ValueError(f"A handler for operation kind {kind!r} is already registered: {existing!r}")
+    _handlers[kind] = handler
+
+
+def get_handler(kind: str) -> Handler:
+    try:
+        return _handlers[kind]
+    except KeyError:
+        raise LookupError(f"No handler registered for operation kind {kind!r}") from None
+
+
+def registered_kinds() -> list[str]:
+    return sorted(_handlers)

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django_q.models import Schedule
+
+SCHEDULES = [
+    # Sweeps every few seconds for a minute (django-q2 schedules at most once a minute).
+    {"name": "galley-sweep", "func": "workers.tasks.sweep", "schedule_type": Schedule.MINUTES, "minutes": 1},
+    # Retention: finished operations older than GALLEY_RETENTION_DAYS (invariant 11).
+    {"name": "galley-purge", "func": "workers.tasks.purge", "schedule_type": Schedule.HOURLY},
+]
+
+
+def ensure_schedules(*, using: str = "default") -> None:
+    """Create or update Galley's django-q2 schedules; idempotent."""
+    for spec in SCHEDULES:
+        defaults = {key: value for key, value in spec.items() if key != "name"}
+        Schedule.objects.using(using).update_or_create(name=spec["name"], defaults={**defaults, "repeats": -1})

@@ -1,0 +1,54 @@
+"""django-q2 tasks: doorbells only. Each carries no state beyond what is in the database, and
+is safe to receive twice, concurrently, or after a crash."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.db import connection
+
+from workers.actions import purge_finished_operations, reconcile_expired_leases
+from workers.crashpoints import crash_point
+from workers.doorbell import ring_doorbell
+from workers.runner import drain, seconds_until_due
+
+# pg_try_advisory_lock key: one sweeper at a time across the cluster ("GALLEY" in ASCII).
+SWEEP_LOCK_KEY = 0x47414C4C4559
+
+
+def drain_operations() -> dict[str, int]:
+    outcomes = drain()
+    crash_point("before_ack")
+    return dict(outcomes)
+
+
+def sweep() -> dict[str, int]:
+    """Every few seconds for about a minute: reconcile expired leases and ring for due work.
+
+    django-q2 schedules run at most once a minute, so the minute's task loops; an advisory
+    lock keeps overlapping sweeps (several clusters, a slow minute) from doubling up.
+    """
+    totals = {"rounds": 0, "expired_leases": 0, "dead": 0}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SWEEP_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return totals
+    try:
+        end = time.monotonic() + settings.GALLEY_SWEEP_DURATION_SECONDS
+        while time.monotonic() < end:
+            reconciled = reconcile_expired_leases()
+            totals["rounds"] += 1
+            totals["expired_leases"] += reconciled["expired_leases"]
+            totals["dead"] += reconciled["dead"]
+            if seconds_until_due() == 0:
+                ring_doorbell()
+            time.sleep(settings.GALLEY_SWEEP_SECONDS)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])
+    return totals
+
+
+def purge() -> int:
+    return purge_finished_operations()
