@@ -29,17 +29,15 @@ User = AbstractBaseUser | AnonymousUser
 BRIEF_NUMBER_SEQUENCE = "publishing_brief_number_seq"
 TITLE_MAX_CHARS = 200
 
-# The brief's allowed status moves, in one place.
+_S = Brief.Status
+# The brief's allowed status moves, in one place. Another approver's later decision on the
+# same revision may follow a request for changes; publishing follows an approval.
 BRIEF_TRANSITIONS: dict[str, set[str]] = {
-    Brief.Status.DRAFTING: {Brief.Status.IN_REVIEW},
-    Brief.Status.IN_REVIEW: {Brief.Status.IN_REVIEW, Brief.Status.APPROVED, Brief.Status.CHANGES_REQUESTED},
-    # A later decision on the same revision (another approver's) moves the status again.
-    Brief.Status.CHANGES_REQUESTED: {
-        Brief.Status.IN_REVIEW,
-        Brief.Status.APPROVED,
-        Brief.Status.CHANGES_REQUESTED,
-    },
-    Brief.Status.APPROVED: {Brief.Status.IN_REVIEW, Brief.Status.APPROVED, Brief.Status.CHANGES_REQUESTED},
+    _S.DRAFTING: {_S.IN_REVIEW},
+    _S.IN_REVIEW: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED},
+    _S.CHANGES_REQUESTED: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED},
+    _S.APPROVED: {_S.IN_REVIEW, _S.APPROVED, _S.PUBLISHED},
+    _S.PUBLISHED: {_S.IN_REVIEW},
 }
 
 # Operators read everything in the admin; every change goes through an audited action.

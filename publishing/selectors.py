@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Max, Q, QuerySet
 
 from publishing.errors import NotFound
-from publishing.models import Brief, Revision
+from publishing.models import Brief, Publication, Revision
+from workers.models import Operation, OperationStatus
 
 
 def list_briefs(*, query: str = "", status: str = "") -> QuerySet[Brief]:
@@ -51,3 +53,45 @@ def diff_payloads(old: dict[str, Any] | None, new: dict[str, Any], *, old_label:
         return out
 
     return list(difflib.unified_diff(lines(old), lines(new), fromfile=old_label, tofile=new_label, lineterm=""))
+
+
+@dataclass(frozen=True)
+class PublicationState:
+    """Where revision N stands on its way to the target, for display."""
+
+    state: str  # "none" | "publishing" | "published" | "failed" | "superseded" | "cancelled"
+    label: str
+    publication: Publication | None
+    operations: list[Operation]
+
+    @property
+    def in_progress(self) -> bool:
+        return self.state == "publishing"
+
+
+def get_publication_state(revision: Revision) -> PublicationState:
+    from publishing.delivery import publish_key, verify_key
+
+    public_id = revision.brief.public_id
+    keys = [publish_key(public_id, revision.number), verify_key(public_id, revision.number)]
+    operations = list(Operation.objects.filter(key__in=keys).prefetch_related("attempt_set").order_by("id"))
+    publication = Publication.objects.filter(revision=revision).first()
+    by_kind = {operation.kind: operation for operation in operations}
+    if publication is not None and publication.verified_at is not None:
+        return PublicationState("published", "Published", publication, operations)
+    stuck = [op for op in operations if op.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)]
+    if stuck:
+        reason = stuck[0].last_error_message or stuck[0].get_status_display()
+        return PublicationState("failed", f"Publishing needs an operator: {reason}", publication, operations)
+    publish = by_kind.get("publish")
+    if publish is not None and publish.status in (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED):
+        label = publish.last_error_message or publish.get_status_display()
+        return PublicationState(str(publish.status), f"Not published: {label}", publication, operations)
+    if operations:
+        return PublicationState("publishing", "Publishing…", publication, operations)
+    return PublicationState("none", "Not published", None, [])
+
+
+def list_brief_operations(brief: Brief) -> QuerySet[Operation]:
+    """Every operation about this brief (publishes, verifications), oldest first, with attempts."""
+    return Operation.objects.for_subject("brief", brief.public_id).prefetch_related("attempt_set").order_by("id")

@@ -18,7 +18,15 @@ from publishing.errors import GalleyError, PermissionRefused, RevisionConflict
 from publishing.forms import BriefFilterForm, BriefForm, RevisionForm
 from publishing.models import Brief, Revision
 from publishing.roles import Role, can_view, has_role
-from publishing.selectors import diff_payloads, get_latest_revision, get_revision, list_briefs, list_revisions
+from publishing.selectors import (
+    diff_payloads,
+    get_latest_revision,
+    get_publication_state,
+    get_revision,
+    list_brief_operations,
+    list_briefs,
+    list_revisions,
+)
 
 BRIEFS_PER_PAGE = 20
 
@@ -66,10 +74,17 @@ def brief_new(request: HttpRequest) -> HttpResponse:
 def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     brief = access_brief(public_id, acting_user=request.user)
     revisions = list(list_revisions(brief).prefetch_related("approvals__approver"))
+    operations = list(list_brief_operations(brief))
     return render(
         request,
         "publishing/brief_detail.html",
-        {"brief": brief, "revisions": revisions, "latest": revisions[0] if revisions else None},
+        {
+            "brief": brief,
+            "revisions": revisions,
+            "latest": revisions[0] if revisions else None,
+            "operations": operations,
+            "in_progress": any(not operation.is_finished for operation in operations),
+        },
     )
 
 
@@ -98,6 +113,7 @@ def revision_page_context(
         "decisions": decisions,
         "own_decision": own_decision,
         "valid_approval": get_valid_approval(revision),
+        "publication_state": get_publication_state(revision),
         "may_decide": may_decide,
         "is_own_revision": revision.author_id == request.user.pk,
         "decision_form": decision_form

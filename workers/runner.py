@@ -108,7 +108,14 @@ def run_job(job: Job) -> str:
             decision = fail_operation(job, failure, started=started)
             return str(decision.disposition)
         crash_point("before_finalize", kind=job.kind)
-        complete_operation(job, done, started=started)
+        try:
+            complete_operation(job, done, started=started)
+        except LeaseLost:
+            raise
+        except Exception as exc:  # the domain's commit failed and rolled back with the success
+            logger.exception("finalize failed", extra=extra)
+            failure = OperationFailed(FailureKind.UNEXPECTED, f"finalize failed: {type(exc).__name__}: {exc}")
+            return str(fail_operation(job, failure, started=started).disposition)
         crash_point("after_finalize", kind=job.kind)
         logger.info("succeeded", extra=extra)
         return "succeeded"

@@ -16,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.acceptance.conftest import free_port
+from tests.processes import free_port
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 READY_DEADLINE_SECONDS = 180

@@ -36,7 +36,7 @@ from publishing.target_client import (
     TargetThrottled,
     TargetTimeout,
 )
-from tests.acceptance.conftest import free_port
+from tests.processes import free_port
 
 TOKEN = "target-test-token"
 BASE_DIR = Path(__file__).resolve().parents[2]
