@@ -1,159 +1,179 @@
-"""`make run` as a user runs it: the launcher as a real process, its own embedded PostgreSQL,
-a real HTTP login, then Ctrl-C (SIGINT) and a check that nothing it started is left running."""
+"""`make run` as a user runs it: the launcher as a real process with its own embedded PostgreSQL,
+django-q2 cluster and reference target; real HTTP through the web UI; then Ctrl-C (SIGINT) and
+a check that nothing it started is left running."""
 
 from __future__ import annotations
 
+import contextlib
+import html
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
-from tests.processes import free_port
+from tests.processes import BASE_DIR, free_port, process_env, wait_for_http
 
-BASE_DIR = Path(__file__).resolve().parents[2]
 READY_DEADLINE_SECONDS = 180
+PUBLISHED_DEADLINE_SECONDS = 30
 
 
-def processes_mentioning(text: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if text in cmdline and proc.pid != os.getpid():
-            found.append(proc)
-    return found
+@dataclass
+class RunningGalley:
+    process: subprocess.Popen[str]
+    base_url: str
+    target_url: str
+    var_dir: Path
+    children: list[psutil.Process]
+    output: str = ""
+
+    def credentials(self) -> dict[str, str]:
+        return json.loads((self.var_dir / "demo-credentials.json").read_text())
 
 
-@pytest.mark.acceptance
-def test_make_run__serves_login__demo_approver_signs_in__ctrl_c_leaves_nothing(tmp_path):
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update(GALLEY_VAR_DIR=str(tmp_path), DEBUG="true")
+@contextlib.contextmanager
+def make_run(var_dir: Path) -> Iterator[RunningGalley]:
+    """Run the launcher like `make run` (embedded database under `var_dir`), then Ctrl-C it."""
+    port, target_port = free_port(), free_port()
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "galley.launcher", "--port", str(port)],
+        [sys.executable, "-m", "galley.launcher", "--port", str(port), "--target-port", str(target_port)],
         cwd=BASE_DIR,
-        env=env,
+        env=process_env(DATABASE_URL="", GALLEY_TARGET_URL="", GALLEY_VAR_DIR=str(var_dir), DEBUG="true"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    base_url = f"http://127.0.0.1:{port}"
+    running = RunningGalley(
+        launcher, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{target_port}", var_dir, children=[]
+    )
     try:
-        deadline = time.monotonic() + READY_DEADLINE_SECONDS
-        while True:
-            assert launcher.poll() is None, launcher.stdout.read()
-            try:
-                if httpx.get(f"{base_url}/login/", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "login page not served within 3 minutes"
-            time.sleep(0.3)
+        wait_for_http(f"{running.base_url}/login/", process=launcher, timeout=READY_DEADLINE_SECONDS)
+        wait_for_http(f"{running.target_url}/_health", process=launcher, timeout=30)
+        running.children = psutil.Process(launcher.pid).children(recursive=True)
+        yield running
+    finally:
+        launcher.send_signal(signal.SIGINT)
+        running.output, _ = launcher.communicate(timeout=60)
 
-        credentials = json.loads((tmp_path / "demo-credentials.json").read_text())
-        with httpx.Client(base_url=base_url, timeout=10) as client:
-            login_page = client.get("/login/")
-            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page.text).group(1)
-            response = client.post(
-                "/login/",
-                data={
-                    "username": "approver",
-                    "password": credentials["approver"],
-                    "csrfmiddlewaretoken": token,
-                },
-                headers={"Referer": f"{base_url}/login/"},
-            )
-            assert response.status_code == 302
-            assert response.headers["location"] == "/"
+
+@contextlib.contextmanager
+def sign_in(base_url: str, username: str, password: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, timeout=10) as client:
+        response = post_form(client, "/login/", {"username": username, "password": password})
+        assert response.status_code == 302, response.text
+        yield client
+
+
+def post_form(client: httpx.Client, path: str, data: dict[str, str], *, form_page: str | None = None) -> httpx.Response:
+    """POST like a browser: take the CSRF token from the page that shows the form."""
+    page = client.get(form_page or path)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    return client.post(
+        path,
+        data={**data, "csrfmiddlewaretoken": token},
+        headers={"Referer": f"{client.base_url}{form_page or path}"},
+    )
+
+
+def hidden_value(page: str, name: str) -> str:
+    return html.unescape(re.search(rf'name="{name}" value="([^"]*)"', page).group(1))
+
+
+@pytest.mark.acceptance
+def test_make_run__serves_login__demo_approver_signs_in__ctrl_c_leaves_nothing(tmp_path):
+    with make_run(tmp_path) as galley:
+        names = {" ".join(child.cmdline()) for child in galley.children}
+        assert any("runserver" in name for name in names)
+        assert any("qcluster" in name for name in names)
+        assert any("run_reference_target" in name for name in names)
+        with sign_in(galley.base_url, "approver", galley.credentials()["approver"]) as client:
             dashboard = client.get("/")
             assert dashboard.status_code == 200
             assert "approver" in dashboard.text and "Briefs" in dashboard.text
-    finally:
-        launcher.send_signal(signal.SIGINT)
-        output, _ = launcher.communicate(timeout=60)
 
-    assert launcher.returncode == 0, output
-    assert "Demo users" in output and "approver" in output
-    assert "embedded PostgreSQL stopped" in output
-    assert processes_mentioning(str(tmp_path)) == []
-    assert processes_mentioning(f"runserver 127.0.0.1:{port}") == []
+    assert galley.process.returncode == 0, galley.output
+    assert "Demo users" in galley.output and "approver" in galley.output
+    assert "embedded PostgreSQL stopped" in galley.output
+    still_running = [child.pid for child in galley.children if child.is_running() and child.status() != "zombie"]
+    assert still_running == []
+    assert not any(str(tmp_path) in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
     with pytest.raises(httpx.TransportError):
-        httpx.get(f"{base_url}/login/", timeout=2)
+        httpx.get(f"{galley.base_url}/login/", timeout=2)
+
+
+@pytest.mark.acceptance
+def test_make_run__approving_in_the_web_ui_publishes_within_seconds_with_a_working_permalink(tmp_path):
+    with make_run(tmp_path) as galley:
+        credentials = galley.credentials()
+        with sign_in(galley.base_url, "editor", credentials["editor"]) as editor:
+            created = post_form(editor, "/briefs/new/", {"title": "Harbour strike", "source_material": "Dockers."})
+            assert created.status_code == 302
+            brief_url = created.headers["location"]
+            public_id = brief_url.strip("/").split("/")[-1]
+            written = post_form(
+                editor,
+                f"{brief_url}edit/",
+                {"base_number": "0", "title": "Harbour strike ends", "body": "Dockers return <b>today</b>."},
+            )
+            assert written.status_code == 302
+            revision_url = written.headers["location"]
+            assert revision_url == f"/briefs/{public_id}/revisions/1/"
+
+        with sign_in(galley.base_url, "approver", credentials["approver"]) as approver:
+            page = approver.get(revision_url).text
+            decided = post_form(
+                approver,
+                f"/briefs/{public_id}/revisions/1/decision/",
+                {
+                    "revision_number": hidden_value(page, "revision_number"),
+                    "payload_hash": hidden_value(page, "payload_hash"),
+                    "decision": "approved",
+                    "comment": "",
+                },
+                form_page=revision_url,
+            )
+            assert decided.status_code == 302
+            approved_at = time.monotonic()
+            while True:
+                page = approver.get(revision_url).text
+                if 'data-state="published"' in page:
+                    break
+                assert time.monotonic() - approved_at < PUBLISHED_DEADLINE_SECONDS, page
+                time.sleep(0.3)
+            print(f"published {time.monotonic() - approved_at:.2f} s after the approval")
+            permalink = html.unescape(re.search(r'data-testid="permalink">([^<]+)<', page).group(1))
+            payload_hash = re.search(r'data-testid="payload-hash">([0-9a-f]{64})<', page).group(1)
+
+        article = httpx.get(permalink, timeout=5)
+        assert article.status_code == 200
+        assert "Harbour strike ends" in article.text
+        assert "&lt;b&gt;today&lt;/b&gt;" in article.text
+        assert f'content="{payload_hash}"' in article.text
+        ledger = httpx.get(f"{galley.target_url}/_ledger", timeout=5).json()["applications"]
+        assert [(entry["operation_key"], entry["payload_hash"]) for entry in ledger] == [
+            (f"publish:{public_id}:revision-1", payload_hash)
+        ]
+    assert galley.process.returncode == 0, galley.output
 
 
 @pytest.mark.acceptance
 def test_make_run__rerun_keeps_data(tmp_path):
     """Data and demo credentials survive a restart: the second run reuses var/."""
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update(GALLEY_VAR_DIR=str(tmp_path), DEBUG="true")
-    for run in range(2):
-        port = free_port()
-        launcher = subprocess.Popen(
-            [sys.executable, "-m", "galley.launcher", "--port", str(port)],
-            cwd=BASE_DIR,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            deadline = time.monotonic() + READY_DEADLINE_SECONDS
-            while True:
-                assert launcher.poll() is None
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/login/", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline
-                time.sleep(0.3)
-            if run == 0:
-                first_credentials = (tmp_path / "demo-credentials.json").read_text()
-                # A brief written through manage.py against the running embedded server.
-                created = subprocess.run(
-                    [sys.executable, "manage.py", "shell", "--no-imports", "-c", SHELL_CREATE_BRIEF],
-                    cwd=BASE_DIR,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                assert "brief-001" in created.stdout
-            else:
-                assert (tmp_path / "demo-credentials.json").read_text() == first_credentials
-                listed = subprocess.run(
-                    [sys.executable, "manage.py", "shell", "--no-imports", "-c", SHELL_LIST_BRIEFS],
-                    cwd=BASE_DIR,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                assert listed.stdout.split() == ["brief-001"]
-        finally:
-            launcher.send_signal(signal.SIGINT)
-            launcher.communicate(timeout=60)
-        assert launcher.returncode == 0
-
-
-SHELL_CREATE_BRIEF = """
-from django.contrib.auth import get_user_model
-from django.db import transaction
-from publishing.actions import check_create_brief
-with transaction.atomic(durable=True):
-    editor = get_user_model().objects.get(username="editor")
-    brief = check_create_brief(title="Kept", source_material="", acting_user=editor)
-print(brief.public_id)
-"""
-
-SHELL_LIST_BRIEFS = """
-from publishing.models import Brief
-print(" ".join(Brief.objects.values_list("public_id", flat=True)))
-"""
+    with make_run(tmp_path) as galley:
+        first_credentials = galley.credentials()
+        with sign_in(galley.base_url, "editor", first_credentials["editor"]) as editor:
+            created = post_form(editor, "/briefs/new/", {"title": "Kept", "source_material": ""})
+            assert created.status_code == 302
+    with make_run(tmp_path) as galley:
+        assert galley.credentials() == first_credentials
+        with sign_in(galley.base_url, "editor", first_credentials["editor"]) as editor:
+            dashboard = editor.get("/").text
+            assert dashboard.count("<code>brief-") == 1 and "Kept" in dashboard
