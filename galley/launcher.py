@@ -32,19 +32,21 @@ def manage(*args: str) -> list[str]:
 
 
 def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM every child's process group, then SIGKILL whatever is left after the grace period."""
-    running = [child for child in children if child.poll() is None]
-    for child in running:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGTERM)
+    """SIGTERM each child, then SIGKILL whatever is left of its process group after the grace period.
+
+    Only the child itself gets SIGTERM: the django-q2 cluster stops its worker processes in
+    order when its main process is asked to, but hangs when they are all signalled at once.
+    """
+    for child in children:
+        if child.poll() is None:
+            child.terminate()
     deadline = time.monotonic() + STOP_GRACE_SECONDS
-    for child in running:
-        try:
+    for child in children:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,7 +159,8 @@ class TargetClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
-        self._auth = {"Authorization": f"Bearer {token}"}
+        self._token = token.strip()
+        self._auth = {"Authorization": f"Bearer {self._token}"}
         # The same limit for connect, write, read and pool wait: any of them running out is a timeout.
         self._http = httpx.Client(
             base_url=self.base_url,
@@ -279,6 +280,9 @@ class TargetClient:
     # --- plumbing --------------------------------------------------------------------------
 
     def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        if "Authorization" in kwargs.get("headers", {}) and not self._token:
+            # Known before anything leaves the process: an operator's fix, not an ambiguous retry.
+            raise TargetAuthError("No target token is configured (GALLEY_TARGET_TOKEN is empty); nothing was sent")
         try:
             return self._http.request(method, url, **kwargs)
         except httpx.TimeoutException as exc:

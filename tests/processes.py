@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -10,8 +11,10 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import httpx
+from django.db import connection
 
 BASE_DIR = Path(__file__).resolve().parents[1]
 
@@ -20,6 +23,23 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def child_database_url() -> str:
+    """The test database (test_<name>) as a URL for child processes; DATABASE_URL names only the server."""
+    settings = connection.settings_dict
+    user = quote(settings["USER"] or "", safe="")
+    password = quote(settings["PASSWORD"] or "", safe="")
+    auth = f"{user}:{password}@" if password else f"{user}@" if user else ""
+    host, port = settings["HOST"] or "", settings["PORT"] or ""
+    query = {key: str(value) for key, value in (settings.get("OPTIONS") or {}).items()}
+    if host.startswith("/"):
+        netloc = auth
+        query["host"] = host
+    else:
+        netloc = f"{auth}{host}{':' + str(port) if port else ''}"
+    url = f"postgresql://{netloc}/{quote(settings['NAME'], safe='')}"
+    return f"{url}?{urlencode(query)}" if query else url
 
 
 def process_env(**overrides: str) -> dict[str, str]:
@@ -39,16 +59,13 @@ def process_env(**overrides: str) -> dict[str, str]:
 
 def start(argv: list[str], *, env: Mapping[str, str], log: Path | None = None) -> subprocess.Popen[str]:
     """Start `python <argv>` from the checkout in its own process group; output to `log` (or a pipe)."""
-    out = open(log, "a") if log is not None else subprocess.PIPE  # noqa: SIM115 (handed to the child)
-    return subprocess.Popen(
-        [sys.executable, *argv],
-        cwd=BASE_DIR,
-        env=dict(env),
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    command = [sys.executable, *argv]
+    options = {"cwd": BASE_DIR, "env": dict(env), "stderr": subprocess.STDOUT, "text": True, "start_new_session": True}
+    if log is None:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, **options)
+    # The child keeps its own copy of the descriptor; the parent's is closed at once.
+    with open(log, "a") as out:
+        return subprocess.Popen(command, stdout=out, **options)
 
 
 def manage(*args: str, env: Mapping[str, str], log: Path | None = None) -> subprocess.Popen[str]:
@@ -70,16 +87,22 @@ def wait_for_http(url: str, *, process: subprocess.Popen[str], timeout: float = 
 
 
 def stop(process: subprocess.Popen[str], *, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-    """Send `sig` to the process group and wait; SIGKILL if it does not exit in time. Returns the exit code."""
+    """Send `sig` to the process and wait, then SIGKILL what is left of its group. Returns the exit code.
+
+    SIGTERM goes to the process alone (a django-q2 cluster stops its workers in order when its
+    main process asks them, and hangs when all are signalled at once); SIGKILL goes to the group.
+    """
     if process.poll() is None:
-        try:
-            os.killpg(process.pid, sig)
+        if sig == signal.SIGKILL:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        except ProcessLookupError:
-            process.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
     return process.returncode
 
 

@@ -269,8 +269,16 @@ def _fenced(job: Job):  # type: ignore[no-untyped-def]
     )
 
 
-def _close_attempt(job: Job, *, outcome: str, started: float, failure: OperationFailed | None = None) -> None:
+def _close_attempt(
+    job: Job,
+    *,
+    outcome: str,
+    started: float,
+    failure: OperationFailed | None = None,
+    usage: dict[str, int] | None = None,
+) -> None:
     Attempt.objects.filter(id=job.attempt_id).update(
+        usage=usage or (failure.usage if failure else {}),
         finished_at=Now(),
         outcome=outcome,
         error_kind=str(failure.kind) if failure else "",
@@ -305,7 +313,7 @@ def complete_operation(job: Job, done: Done, *, started: float) -> None:
             raise LeaseLost(job.key)
         if done.commit is not None:
             done.commit()
-        _close_attempt(job, outcome=Attempt.Outcome.SUCCEEDED, started=started)
+        _close_attempt(job, outcome=Attempt.Outcome.SUCCEEDED, started=started, usage=done.usage)
         # Dependents may be claimable now.
         ring_doorbell()
 
@@ -444,10 +452,15 @@ def reconcile_expired_leases() -> dict[str, int]:
                 updated_at = statement_timestamp()
             FROM expired
             WHERE o.id = expired.id
-            RETURNING o.status
+            RETURNING o.id, o.status
             """
         )
-        expired = [row[0] for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+        expired = [status for _id, status in rows]
+        # The dead worker's attempt never recorded an outcome; close it for the record.
+        Attempt.objects.filter(operation_id__in=[op_id for op_id, _status in rows], finished_at__isnull=True).update(
+            finished_at=Now(), error_kind="lease_expired", error_message="the worker stopped before an outcome"
+        )
         cursor.execute(
             """
             UPDATE workers_operation
@@ -534,7 +547,9 @@ def do_retry_operation_now(operation: Operation, *, acting_user: User, reconcile
     or finished for good.
     """
     locked = Operation.objects.select_for_update(of=("self",)).get(id=operation.id)
-    if S.RETRY_WAIT not in OPERATION_TRANSITIONS[locked.status] and locked.status != S.PENDING:
+    # running -> retry_wait is the worker's own move (a failed attempt); an operator taking it
+    # would strip a live lease without a new fencing token.
+    if locked.status not in (S.PENDING, S.RETRY_WAIT, S.DEAD, S.CONFLICT):
         return False
     now = timezone.now()
     already_due = (

@@ -35,6 +35,7 @@ class OperationFailed(Exception):
         retry_after: float | None = None,
         http_status: int | None = None,
         conflicting_payload_hash: str = "",
+        usage: dict[str, int] | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
@@ -42,6 +43,7 @@ class OperationFailed(Exception):
         self.retry_after = retry_after
         self.http_status = http_status
         self.conflicting_payload_hash = conflicting_payload_hash
+        self.usage = usage or {}
 
 
 class Superseded(Exception):

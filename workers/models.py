@@ -209,6 +209,7 @@ class Attempt(models.Model):
     error_message = models.TextField(blank=True)
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    usage = models.JSONField(default=dict, blank=True, help_text="e.g. AI tokens spent by this attempt.")
 
     class Meta:
         ordering = ["operation_id", "number"]

@@ -45,6 +45,7 @@ class Done:
 
     result: dict[str, Any] = field(default_factory=dict)
     commit: Callable[[], None] | None = None
+    usage: dict[str, int] = field(default_factory=dict)  # recorded on the attempt, e.g. AI tokens
 
 
 Handler = Callable[[Job], Done]

@@ -1,0 +1,470 @@
+"""Nothing lost (PRODUCT.md invariant 12): real processes die at named crash points, a fresh one finishes.
+
+Each test writes a brief and a revision through the real actions, approves it (the approval and
+its publish operation commit together), and runs a real worker process that dies at one point:
+os._exit(137) at a named crash point (GALLEY_CRASH_POINT), or a SIGKILL from the test at a moment
+it observes. A fresh worker without the crash point then runs until idle. The target's ledger
+(one row per first application) must show the key applied exactly once, both operations must have
+succeeded, nothing may be left unfinished, the brief must be published, and every attempt must be
+on record — the crashed one closed as lease_expired by the claim that took the operation over.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.db import transaction
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from approvals.actions import check_decide_revision
+from approvals.models import Approval
+from publishing.actions import check_create_brief, check_create_revision
+from publishing.delivery import publish_key, verify_key
+from publishing.models import Brief, Publication, Revision
+from tests.processes import child_database_url, free_port, kill, manage, process_env, wait_for_http
+from workers.models import Attempt, AuditEvent, Operation
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+
+TOKEN = "recovery-test-token"
+CRASH_EXIT_CODE = 137
+# Short leases so a fresh worker takes over within seconds; the client timeout stays under
+# lease / 2.5 as settings require.
+LEASE_SECONDS = 3
+TIMEOUT_SECONDS = 1
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[str]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def wait(self, timeout: float = 60) -> int:
+        """The exit code; the test fails (with the child's output) if it runs longer than `timeout`."""
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill(self.process)
+            raise AssertionError(f"{self.name} still ran after {timeout} s\n{self.output()}") from None
+
+    def wait_for_output(self, text: str, *, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            assert self.process.poll() is None, (
+                f"{self.name} exited ({self.process.returncode}) before saying {text!r}\n{self.output()}"
+            )
+            assert time.monotonic() < deadline, f"{self.name} did not say {text!r} within {timeout} s\n{self.output()}"
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., Child]]:
+    """spawn(name, *manage_args, env=...): a manage.py child process whose output goes to tmp_path/<name>.log.
+
+    Whatever is still running at the end, even a SIGSTOPped worker, is killed with its process group.
+    """
+    children: list[Child] = []
+
+    def start(name: str, *args: str, env: dict[str, str]) -> Child:
+        log = tmp_path / f"{name}.log"
+        children.append(Child(name, manage(*args, env=env, log=log), log))
+        return children[-1]
+
+    yield start
+    for child in children:
+        if child.process.poll() is None:
+            kill(child.process)  # SIGKILL ends a stopped process too
+
+
+@dataclass
+class Target:
+    url: str
+    child: Child
+
+    def applications(self) -> list[dict[str, Any]]:
+        """The target's ledger: one row per first application of a key."""
+        response = httpx.get(f"{self.url}/_ledger", timeout=5)
+        assert response.status_code == 200
+        return response.json()["applications"]
+
+    def held(self, key: str) -> dict[str, Any]:
+        response = httpx.get(
+            f"{self.url}/v1/publications",
+            params={"operation_key": key},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=5,
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+@pytest.fixture
+def start_target(spawn: Callable[..., Child], tmp_path: Path) -> Callable[..., Target]:
+    """start_target(*fault_args): the reference target as its own process, on a free port, with its own SQLite."""
+
+    def start(*fault_args: str) -> Target:
+        port = free_port()
+        child = spawn(
+            "target",
+            "run_reference_target",
+            *("--port", str(port), "--db", str(tmp_path / "target.sqlite3"), "--token", TOKEN),
+            *fault_args,
+            env=process_env(),
+        )
+        url = f"http://127.0.0.1:{port}"
+        wait_for_http(f"{url}/_health", process=child.process)
+        return Target(url, child)
+
+    return start
+
+
+def worker_env(
+    target: Target,
+    *,
+    crash_point: str = "",
+    lease: int = LEASE_SECONDS,
+    timeout: float = TIMEOUT_SECONDS,
+    **extra: str,
+) -> dict[str, str]:
+    """A child's environment: the test database, the target, short leases and backoff; no crash point unless named."""
+    return process_env(
+        DATABASE_URL=child_database_url(),
+        DEBUG="false",
+        GALLEY_TARGET_URL=target.url,
+        GALLEY_TARGET_TOKEN=TOKEN,
+        GALLEY_LEASE_SECONDS=str(lease),
+        GALLEY_TARGET_TIMEOUT_SECONDS=str(timeout),
+        GALLEY_AI_TIMEOUT_SECONDS=str(timeout),  # settings also bound the AI timeout by the lease
+        GALLEY_BACKOFF_BASE_SECONDS="0.2",
+        GALLEY_BACKOFF_MAX_SECONDS="1",
+        GALLEY_CRASH_POINT=crash_point,  # "" removes it: a fresh worker never inherits one
+        **extra,
+    )
+
+
+def run_worker(spawn: Callable[..., Child], worker_id: str, *, env: dict[str, str]) -> Child:
+    return spawn(worker_id, "run_worker", "--until-idle", "--worker-id", worker_id, "--poll", "0.2", env=env)
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.05)
+
+
+# --- the editorial side, through the real actions ----------------------------------------------
+
+
+def write_revision(editor: Any, *, title: str = "Harbour strike") -> Revision:
+    with transaction.atomic(durable=True):
+        brief = check_create_brief(title=title, source_material="Dockers walked out at dawn.", acting_user=editor)
+    with transaction.atomic(durable=True):
+        revision, _created = check_create_revision(
+            brief.public_id,
+            base_number=0,
+            title=title,
+            body="Dockers walked out at dawn.\n\nThe port is closed until further notice.",
+            acting_user=editor,
+        )
+    return revision
+
+
+def approve(revision: Revision, approver: Any) -> None:
+    """The approval and its publish operation, in one durable transaction; the doorbell rings on commit."""
+    with transaction.atomic(durable=True):
+        _approval, created = check_decide_revision(
+            revision.brief.public_id,
+            revision_number=revision.number,
+            payload_hash=revision.payload_hash,
+            decision=Approval.Decision.APPROVED,
+            acting_user=approver,
+        )
+    assert created
+
+
+# --- what must be true at the end --------------------------------------------------------------
+
+
+def attempts_of(key: str) -> list[tuple[str, str, str]]:
+    """(worker id, outcome, error kind) of every attempt of the operation `key`, in order."""
+    return [
+        (attempt.worker_id, attempt.outcome, attempt.error_kind)
+        for attempt in Attempt.objects.filter(operation__key=key).order_by("number")
+    ]
+
+
+def assert_published_exactly_once(revision: Revision, target: Target) -> Operation:
+    """The key applied once at the target, both operations succeeded, nothing unfinished, brief published,
+    every attempt closed with an outcome or an error kind. Returns the publish operation."""
+    public_id = revision.brief.public_id
+    key = publish_key(public_id, revision.number)
+    assert [application["operation_key"] for application in target.applications()] == [key]
+
+    publish = Operation.objects.get(key=key)
+    verify = Operation.objects.get(key=verify_key(public_id, revision.number))
+    assert (publish.status, verify.status) == (Operation.Status.SUCCEEDED, Operation.Status.SUCCEEDED)
+    assert list(Operation.objects.unfinished().values_list("key", "status")) == []
+
+    brief = Brief.objects.get(public_id=public_id)
+    assert (brief.status, brief.published_revision_number) == (Brief.Status.PUBLISHED, revision.number)
+    publication = Publication.objects.get(brief=brief)  # exactly one
+    held = target.held(key)
+    assert publication.external_id == publish.result["external_id"] == held["id"]
+    assert publication.payload_hash == held["payload_hash"] == revision.payload_hash
+    assert publication.verified_at is not None
+
+    attempts = list(Attempt.objects.order_by("operation_id", "number"))
+    assert attempts, "no attempt was recorded"
+    for attempt in attempts:
+        assert attempt.finished_at is not None, f"{attempt} was never closed"
+        assert attempt.outcome or attempt.error_kind, f"{attempt} was closed without an outcome or error kind"
+    return publish
+
+
+# --- the matrix --------------------------------------------------------------------------------
+
+CRASHED = ("crashy", "", "lease_expired")  # closed by the claim that took over: the worker died mid-try
+BY_CRASHY = ("crashy", "succeeded", "")
+BY_FRESH = ("fresh", "succeeded", "")
+
+
+@dataclass(frozen=True)
+class Crash:
+    point: str  # GALLEY_CRASH_POINT for the first worker; "" when the test SIGKILLs it instead
+    # Right after the crash: how many applications the ledger shows, and each operation's status.
+    applied_before_recovery: int
+    states_after_crash: dict[str, str]
+    publish_attempts: list[tuple[str, str, str]]
+    verify_attempts: list[tuple[str, str, str]]
+    # The succeeded attempt's own request was the first application (else it adopted one).
+    result_first_application: bool
+    target_args: tuple[str, ...] = ()
+    kill_once_applied: bool = False
+    lease: int = LEASE_SECONDS
+    timeout: float = TIMEOUT_SECONDS
+
+
+CRASHES = {
+    # Claimed, nothing sent: the fresh worker looks the key up (ambiguous), finds nothing, sends.
+    "after_claim": Crash(
+        point="after_claim",
+        applied_before_recovery=0,
+        states_after_crash={"publish": "running"},
+        publish_attempts=[CRASHED, BY_FRESH],
+        verify_attempts=[BY_FRESH],
+        result_first_application=True,
+    ),
+    # The target committed and answered, the worker read the answer and died before finalizing.
+    "after_target_response:publish": Crash(
+        point="after_target_response:publish",
+        applied_before_recovery=1,
+        states_after_crash={"publish": "running"},
+        publish_attempts=[CRASHED, BY_FRESH],
+        verify_attempts=[BY_FRESH],
+        result_first_application=False,
+    ),
+    # The target committed but never answered (commit-then-hang): SIGKILL while the worker waits.
+    # The client timeout must leave time to see the ledger row and kill before it gives up.
+    "target_committed_response_unread": Crash(
+        point="",
+        applied_before_recovery=1,
+        states_after_crash={"publish": "running"},
+        publish_attempts=[CRASHED, BY_FRESH],
+        verify_attempts=[BY_FRESH],
+        result_first_application=False,
+        target_args=("--rate-hang", "1", "--hang-seconds", "30"),
+        kill_once_applied=True,
+        lease=8,
+        timeout=3,
+    ),
+    # The publication and its verification intent committed with the success; verification never ran.
+    "after_finalize:publish": Crash(
+        point="after_finalize:publish",
+        applied_before_recovery=1,
+        states_after_crash={"publish": "succeeded", "verify": "pending"},
+        publish_attempts=[BY_CRASHY],
+        verify_attempts=[BY_FRESH],
+        result_first_application=True,
+    ),
+    # Read back and observed, died before recording it: the fresh worker verifies again.
+    "before_finalize:verify": Crash(
+        point="before_finalize:verify",
+        applied_before_recovery=1,
+        states_after_crash={"publish": "succeeded", "verify": "running"},
+        publish_attempts=[BY_CRASHY],
+        verify_attempts=[CRASHED, BY_FRESH],
+        result_first_application=True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CRASHES))
+def test_nothing_lost__crash_at_point__fresh_worker_finishes_exactly_once(
+    name: str, start_target, spawn, editor, approver
+):
+    crash = CRASHES[name]
+    target = start_target(*crash.target_args)
+    revision = write_revision(editor)
+    approve(revision, approver)
+    public_id = revision.brief.public_id
+    key = publish_key(public_id, revision.number)
+    keys = {"publish": key, "verify": verify_key(public_id, revision.number)}
+
+    crashy = run_worker(
+        spawn, "crashy", env=worker_env(target, crash_point=crash.point, lease=crash.lease, timeout=crash.timeout)
+    )
+    if crash.kill_once_applied:
+        wait_until(lambda: target.applications(), timeout=30, what="the target's first application")
+        assert crashy.process.poll() is None, f"the worker stopped waiting too early\n{crashy.output()}"
+        kill(crashy.process)
+        assert crashy.process.returncode == -9
+        # Killed inside the call: its attempt never recorded an outcome.
+        assert Attempt.objects.get(operation__key=key).finished_at is None
+    else:
+        assert crashy.wait() == CRASH_EXIT_CODE, crashy.output()
+        assert f"crash point {crash.point} reached" in crashy.output()
+
+    assert len(target.applications()) == crash.applied_before_recovery
+    states = {kind: Operation.objects.get(key=keys[kind]).status for kind in crash.states_after_crash}
+    assert states == crash.states_after_crash
+
+    fresh = run_worker(spawn, "fresh", env=worker_env(target))
+    assert fresh.wait() == 0, fresh.output()
+
+    publish = assert_published_exactly_once(revision, target)
+    assert attempts_of(keys["publish"]) == crash.publish_attempts
+    assert attempts_of(keys["verify"]) == crash.verify_attempts
+    assert publish.result["first_application"] is crash.result_first_application
+    if crash.publish_attempts[-1] == BY_FRESH:
+        # The crashed attempt may have had its effect: the fresh one looked the key up first,
+        # and adopted what the target held instead of sending again.
+        assert Attempt.objects.get(operation__key=key, worker_id="fresh").ambiguous
+        adopted = "adopting the target's existing publication" in fresh.output()
+        assert adopted is not crash.result_first_application, fresh.output()
+    assert not crashy.output().count("Traceback"), crashy.output()
+
+
+# --- before the queue's acknowledgement (django-q2) ---------------------------------------------
+
+CLUSTER_SETTINGS = {
+    "GALLEY_Q_WORKERS": "1",
+    # Short drains and sweeps, so a crash after the drain comes quickly and a sweep never blocks the worker.
+    "GALLEY_DRAIN_IDLE_WAIT_SECONDS": "0.5",
+    "GALLEY_SWEEP_DURATION_SECONDS": "1",
+    "GALLEY_SWEEP_SECONDS": "0.5",
+}
+
+
+def test_nothing_lost__crash_before_ack__redelivered_doorbell_publishes_nothing_twice(
+    start_target, spawn, editor, approver
+):
+    """qcluster's worker drains, then dies before django-q2 acknowledges the doorbell task.
+
+    django-q2 respawns the worker, so the cluster lives on (and every later drain dies the same
+    way); the test kills the whole cluster. The doorbell stays in the broker, taken but never
+    acknowledged; when it is redelivered to a fresh cluster its drain finds nothing to do.
+    """
+    target = start_target()
+    revision = write_revision(editor)
+    crashing = spawn("cluster-crashy", "qcluster", env=worker_env(target, crash_point="before_ack", **CLUSTER_SETTINGS))
+    crashing.wait_for_output("running.")
+    approve(revision, approver)  # rings the doorbell: a django-q2 task in its ORM queue
+
+    crashing.wait_for_output("crash point before_ack reached")
+    crashing.wait_for_output("reincarnated worker")  # django-q2 replaced the dead worker process
+    kill(crashing.process)  # the whole cluster: sentinel, pusher, monitor, workers
+
+    # The drain had finished before the crash; the doorbell was taken and never acknowledged.
+    assert [application["operation_key"] for application in target.applications()] == [
+        publish_key(revision.brief.public_id, revision.number)
+    ]
+    unacknowledged = OrmQ.objects.filter(lock__gt=timezone.now())
+    assert unacknowledged.exists()
+
+    # As if django-q2's retry period had passed: the broker redelivers to a fresh cluster.
+    unacknowledged.update(lock=timezone.now())
+    fresh_cluster = spawn("cluster-fresh", "qcluster", env=worker_env(target, **CLUSTER_SETTINGS))
+    fresh_cluster.wait_for_output("running.")
+    wait_until(lambda: not OrmQ.objects.exists(), timeout=30, what="acknowledging every redelivered doorbell")
+    # django-q2 stops gracefully on SIGTERM to its main process (the group would kill the pool outright).
+    fresh_cluster.process.send_signal(signal.SIGTERM)
+    assert fresh_cluster.wait(timeout=20) == 0, fresh_cluster.output()
+    assert "crash point" not in fresh_cluster.output()
+
+    fresh = run_worker(spawn, "fresh", env=worker_env(target))
+    assert fresh.wait() == 0, fresh.output()
+    assert_published_exactly_once(revision, target)
+    # One attempt each, made by the crashed cluster's drain before it died, and succeeded.
+    assert list(Attempt.objects.values_list("outcome", flat=True)) == ["succeeded", "succeeded"]
+    assert not Attempt.objects.filter(worker_id="fresh").exists()
+
+
+# --- inside the approval's transaction ----------------------------------------------------------
+
+APPROVE_THEN_DIE = """
+import os
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from approvals.actions import check_decide_revision
+from workers.models import Operation
+
+approver = get_user_model().objects.get(username={approver!r})
+with transaction.atomic(durable=True):
+    approval, created = check_decide_revision(
+        {public_id!r}, revision_number={number!r}, payload_hash={payload_hash!r}, decision="approved",
+        acting_user=approver,
+    )
+    assert created and Operation.objects.filter(key={key!r}).exists()
+    print("approved and enqueued inside the transaction; dying before it ends", flush=True)
+    os._exit(137)
+"""
+
+
+def test_nothing_lost__crash_inside_the_approval_transaction__nothing_half_written__approving_again_publishes_once(
+    start_target, spawn, editor, approver
+):
+    target = start_target()
+    revision = write_revision(editor)
+    public_id = revision.brief.public_id
+    key = publish_key(public_id, revision.number)
+    script = APPROVE_THEN_DIE.format(
+        approver=approver.username,
+        public_id=public_id,
+        number=revision.number,
+        payload_hash=revision.payload_hash,
+        key=key,
+    )
+    dying = spawn("approver", "shell", "--no-imports", "-c", script, env=worker_env(target))
+    assert dying.wait() == CRASH_EXIT_CODE, dying.output()
+    assert "approved and enqueued inside the transaction" in dying.output()
+
+    # Neither half of the transaction survived, and no doorbell rang for it.
+    assert not Approval.objects.exists()
+    assert not Operation.objects.exists()
+    assert not AuditEvent.objects.filter(event_type="revision.approved").exists()
+    assert not OrmQ.objects.exists()
+    assert Brief.objects.get(public_id=public_id).status == Brief.Status.IN_REVIEW
+
+    approve(revision, approver)
+    assert Approval.objects.count() == 1
+    fresh = run_worker(spawn, "fresh", env=worker_env(target))
+    assert fresh.wait() == 0, fresh.output()
+    assert_published_exactly_once(revision, target)
+    assert attempts_of(key) == [BY_FRESH]

@@ -1,0 +1,774 @@
+"""Exactly-once publishing end to end: approval → publish operation → the real reference target
+(in a thread, real HTTP) → publication → read-back verification. Test names say which
+invariant of PRODUCT.md §4 they guard.
+
+Every test asserts on Galley's tables and on the target's ledger (its record of first
+applications): "applied exactly once" is a fact about the target, not about Galley's rows.
+Anything that drains runs handlers on the worker pool's own connections, so those tests use
+`transaction=True` (the database clock is then the real one).
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from approvals.actions import check_decide_revision
+from approvals.models import Approval
+from publishing import delivery, target_client
+from publishing.actions import access_brief, do_create_revision
+from publishing.delivery import PUBLISH, VERIFY, publish_key, verify_key
+from publishing.hashing import payload_hash
+from publishing.models import Brief, Publication, Revision
+from publishing.reference_target import Faults, ReferenceTarget
+from publishing.roles import Role
+from publishing.target_client import TargetClient
+from workers.actions import claim_operations, do_retry_operation_now, enqueue_operation
+from workers.models import Attempt, AuditEvent, Dependency, KeyConflict, Operation
+from workers.runner import drain, run_job
+
+TOKEN = "delivery-test-token"
+OTHER_PAYLOAD = {"title": "Harbour strike", "body": "Not what anyone approved."}
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# --- fixtures and helpers ------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(settings):
+    """Retries a test does not measure happen at once; tests that measure backoff set their own."""
+    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
+    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
+
+
+@pytest.fixture
+def start_target(tmp_path: Path, settings) -> Iterator[Callable[..., ReferenceTarget]]:
+    """start_target(faults): a reference target served from a thread; Galley's settings point at it."""
+    started: list[ReferenceTarget] = []
+
+    def start(faults: Faults | None = None) -> ReferenceTarget:
+        target = ReferenceTarget(db_path=tmp_path / "target.sqlite3", token=TOKEN, faults=faults, port=0).start()
+        started.append(target)
+        settings.GALLEY_TARGET_URL = target.url
+        settings.GALLEY_TARGET_TOKEN = TOKEN
+        settings.GALLEY_TARGET_TIMEOUT_SECONDS = 5.0
+        return target
+
+    yield start
+    for target in started:
+        target.stop()
+
+
+@pytest.fixture
+def target(start_target) -> ReferenceTarget:
+    return start_target()
+
+
+@pytest.fixture
+def approver2(make_user):
+    return make_user("abe", Role.APPROVER)
+
+
+def approve(revision: Revision, *, by: Any) -> Approval:
+    """What the approval view does: one durable transaction around the action."""
+    with transaction.atomic(durable=True):
+        approval, _created = check_decide_revision(
+            revision.brief.public_id,
+            revision_number=revision.number,
+            payload_hash=revision.payload_hash,
+            decision=Approval.Decision.APPROVED,
+            acting_user=by,
+        )
+    return approval
+
+
+def run_worker(*, worker_id: str = "w-test", kinds: tuple[str, ...] = (PUBLISH, VERIFY), idle_wait: float = 0.5):
+    """One drain of publishing's operations (other kinds, e.g. a brief's summary steps, stay put)."""
+    return drain(worker_id=worker_id, kinds=list(kinds), time_budget=30, idle_wait=idle_wait)
+
+
+def publish_op(revision: Revision) -> Operation:
+    return Operation.objects.get(key=publish_key(revision.brief.public_id, revision.number))
+
+
+def verify_op(revision: Revision) -> Operation:
+    return Operation.objects.get(key=verify_key(revision.brief.public_id, revision.number))
+
+
+def attempts_of(operation: Operation) -> list[Attempt]:
+    return list(Attempt.objects.filter(operation=operation).order_by("number"))
+
+
+def applied(target: ReferenceTarget) -> list[tuple[str, int, str]]:
+    """The target's ledger as (operation key, revision, payload hash), in order of application."""
+    return [(row["operation_key"], row["revision"], row["payload_hash"]) for row in target.ledger()]
+
+
+def application_of(revision: Revision) -> tuple[str, int, str]:
+    return (publish_key(revision.brief.public_id, revision.number), revision.number, revision.payload_hash)
+
+
+def fresh(brief: Brief) -> Brief:
+    return Brief.objects.get(pk=brief.pk)
+
+
+def seconds_until_next_attempt(operation: Operation) -> float:
+    """next_attempt_at measured on the database clock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT extract(epoch FROM next_attempt_at - statement_timestamp()) FROM workers_operation WHERE id = %s",
+            [operation.id],
+        )
+        return float(cursor.fetchone()[0])
+
+
+def make_due(operation: Operation) -> None:
+    Operation.objects.filter(id=operation.id).update(next_attempt_at=timezone.now() - datetime.timedelta(hours=1))
+
+
+def expire_lease(operation: Operation) -> None:
+    Operation.objects.filter(id=operation.id).update(lease_expires_at=timezone.now() - datetime.timedelta(hours=1))
+
+
+def seed_target(target: ReferenceTarget, *, key: str, brief_id: str, revision: int, payload: dict[str, Any]) -> None:
+    """Put a publication into the target directly, as another writer would."""
+    with TargetClient(base_url=target.url, token=TOKEN, timeout=5) as client:
+        client.publish(
+            operation_key=key, brief_id=brief_id, revision=revision, payload_hash=payload_hash(payload), payload=payload
+        )
+
+
+def assert_published(brief: Brief, revision: Revision) -> None:
+    brief = fresh(brief)
+    assert (brief.published_revision_number, brief.status) == (revision.number, Brief.Status.PUBLISHED)
+    publication = Publication.objects.get(revision=revision)
+    assert publication.verified_at is not None
+    assert publication.payload_hash == revision.payload_hash
+
+
+def assert_not_published(brief: Brief) -> None:
+    brief = fresh(brief)
+    assert brief.published_revision_number is None
+    assert brief.status != Brief.Status.PUBLISHED
+    assert not Publication.objects.filter(brief=brief, verified_at__isnull=False).exists()
+    assert not AuditEvent.objects.filter(event_type="publication.verified").exists()
+
+
+# --- the happy path (invariants 5 and 10) -----------------------------------------------------------
+
+
+def test_done_means_observed__approve_then_drain__applied_once_verified_and_published(target, brief, revise, approver):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    outcomes = run_worker()
+
+    assert outcomes == {"succeeded": 2}
+    assert applied(target) == [application_of(revision)]
+    publish, verify = publish_op(revision), verify_op(revision)
+    assert (publish.kind, publish.status, publish.payload_hash) == (PUBLISH, "succeeded", revision.payload_hash)
+    assert (verify.kind, verify.status, verify.payload_hash) == (VERIFY, "succeeded", revision.payload_hash)
+    assert publish.result["first_application"] is True
+    edge = Dependency.objects.get(operation=verify)
+    assert (edge.prerequisite_id, edge.requires) == (publish.id, Dependency.Requires.SUCCESS)
+    publication = Publication.objects.get()
+    assert publication.operation_key == publish.key
+    assert publication.permalink.startswith(f"{target.url}/articles/")
+    assert publication.permalink == publish.result["permalink"] == verify.result["permalink"]
+    assert verify.result["verified_hash"] == revision.payload_hash
+    assert_published(brief, revision)
+    recorded = AuditEvent.objects.get(event_type="publication.recorded")
+    assert recorded.subject_id == f"{brief.public_id}/revision-1"
+    assert recorded.new_state["payload_hash"] == revision.payload_hash
+    verified = AuditEvent.objects.get(event_type="publication.verified")
+    assert (verified.subject_id, verified.new_state["published_revision"]) == (brief.public_id, 1)
+    assert verified.new_state["status"] == Brief.Status.PUBLISHED
+    # One attempt each, each with its own id, none ambiguous.
+    assert [(a.number, a.outcome, a.ambiguous) for a in attempts_of(publish)] == [(1, "succeeded", False)]
+    assert [(a.number, a.outcome, a.ambiguous) for a in attempts_of(verify)] == [(1, "succeeded", False)]
+
+
+def test_operation_identity__two_approvers_same_revision__one_operation_one_application(
+    target, brief, revise, approver, approver2
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    approve(revision, by=approver2)
+
+    run_worker()
+
+    assert Approval.objects.filter(revision=revision, decision=Approval.Decision.APPROVED).count() == 2
+    assert Operation.objects.filter(kind=PUBLISH).count() == 1
+    assert publish_op(revision).attempts == 1
+    assert applied(target) == [application_of(revision)]
+    assert Publication.objects.count() == 1
+    assert_published(brief, revision)
+
+
+# --- invariant 5: a publication commits with its verification intent -------------------------------
+
+
+def test_atomic_continuation__publish_success__publication_and_verify_intent_in_one_commit(
+    target, brief, revise, approver
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+
+    publication = Publication.objects.get()
+    assert publication.verified_at is None
+    verify = verify_op(revision)
+    assert verify.status == "pending"
+    assert verify.arguments == {"revision": 1, "publish_key": publish_op(revision).key}
+    assert Dependency.objects.filter(
+        operation=verify, prerequisite=publish_op(revision), requires=Dependency.Requires.SUCCESS
+    ).exists()
+    assert fresh(brief).published_revision_number is None  # sent is not done (invariant 10)
+
+
+def test_atomic_continuation__finalize_fails__publication_rolled_back_and_retry_replays_once(
+    target, brief, revise, approver, settings, monkeypatch
+):
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    real_enqueue = delivery.enqueue_operation
+    failures = [RuntimeError("the database went away mid-commit")]
+
+    def enqueue_failing_once(**kwargs: Any):
+        if failures:
+            raise failures.pop()
+        return real_enqueue(**kwargs)
+
+    monkeypatch.setattr(delivery, "enqueue_operation", enqueue_failing_once)
+
+    assert run_worker() == {"retry": 1}
+
+    # The success, the publication and the verification intent rolled back together.
+    publish = publish_op(revision)
+    assert publish.status == "retry_wait"
+    assert "finalize failed: RuntimeError" in publish.last_error_message
+    assert not Publication.objects.exists()
+    assert not Operation.objects.filter(kind=VERIFY).exists()
+    assert applied(target) == [application_of(revision)]
+
+    make_due(publish)
+    assert run_worker() == {"succeeded": 2}
+
+    publish.refresh_from_db()
+    assert publish.result["first_application"] is False  # the target replayed (200), applied nothing
+    assert applied(target) == [application_of(revision)]
+    assert [(a.outcome, a.error_kind) for a in attempts_of(publish)] == [("retry", "unexpected"), ("succeeded", "")]
+    assert_published(brief, revision)
+
+
+# --- invariant 3: revision-bound approval ---------------------------------------------------------------
+
+
+def test_revision_bound_approval__publish_operation_without_approval__dead_and_target_sees_nothing(
+    target, brief, revise
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    with transaction.atomic(durable=True):
+        enqueue_operation(
+            key=publish_key(brief.public_id, 1),
+            kind=PUBLISH,
+            payload_hash=revision.payload_hash,
+            subject_type="brief",
+            subject_id=brief.public_id,
+            arguments={"revision": 1},
+        )
+
+    assert run_worker() == {"dead": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.attempts, operation.last_error_kind) == ("dead", 1, "invalid")
+    assert operation.last_error_message == (
+        f"no approval of revision 1 with hash {revision.payload_hash[:12]}… exists; refusing to publish"
+    )
+    assert applied(target) == []
+    assert not Publication.objects.exists()
+    assert_not_published(brief)
+
+
+def test_revision_bound_approval__publish_operation_hash_not_the_revisions__dead_and_target_sees_nothing(
+    target, brief, revise, approver
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    forged_hash = payload_hash(OTHER_PAYLOAD)
+    with transaction.atomic(durable=True):
+        forged = enqueue_operation(
+            key=f"{publish_key(brief.public_id, 1)}:replayed",
+            kind=PUBLISH,
+            payload_hash=forged_hash,
+            subject_type="brief",
+            subject_id=brief.public_id,
+            arguments={"revision": 1},
+        ).operation
+
+    run_worker()
+
+    forged.refresh_from_db()
+    assert (forged.status, forged.attempts, forged.last_error_kind) == ("dead", 1, "invalid")
+    assert forged.last_error_message == f"{forged.key} carries hash {forged_hash[:12]}…, revision 1 has another"
+    # Only the approved operation reached the target, with the approved hash.
+    assert applied(target) == [application_of(revision)]
+    assert_published(brief, revision)
+
+
+# --- invariant 4: no regression ------------------------------------------------------------------------
+
+
+def test_no_regression__newer_revision_approved_before_any_drain__older_superseded_never_sent(
+    target, brief, revise, approver
+):
+    first = revise(brief, "Dockers walked out at dawn.")
+    approve(first, by=approver)
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.")
+    approve(second, by=approver)
+
+    superseded = publish_op(first)
+    assert (superseded.status, superseded.attempts) == ("superseded", 0)
+    assert superseded.last_error_message == "revision 2 was approved before revision 1 was sent"
+    assert not Dependency.objects.filter(operation=publish_op(second)).exists()
+
+    run_worker()
+
+    assert applied(target) == [application_of(second)]
+    assert not Attempt.objects.filter(operation=superseded).exists()
+    assert not Publication.objects.filter(revision=first).exists()
+    assert_published(brief, second)
+
+
+def test_no_regression__older_publish_in_flight__newer_waits_for_it_to_finish(target, brief, revise, approver):
+    first = revise(brief, "Dockers walked out at dawn.")
+    approve(first, by=approver)
+    (in_flight,) = claim_operations(worker_id="w-slow", limit=1, kinds=[PUBLISH])
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.")
+    approve(second, by=approver)
+
+    edge = Dependency.objects.get(operation=publish_op(second))
+    assert (edge.prerequisite_id, edge.requires) == (publish_op(first).id, Dependency.Requires.COMPLETION)
+    assert publish_op(first).status == "running"
+    assert claim_operations(worker_id="w-other", limit=10, kinds=[PUBLISH, VERIFY]) == []  # second is due but blocked
+
+    assert run_job(in_flight) == "succeeded"
+    # The older publication's verification lags behind the newer one's.
+    Operation.objects.filter(id=verify_op(first).id).update(
+        next_attempt_at=timezone.now() + datetime.timedelta(hours=1)
+    )
+    assert run_worker() == {"succeeded": 2}
+    assert applied(target) == [application_of(first), application_of(second)]
+    assert_published(brief, second)
+
+    make_due(verify_op(first))
+    assert run_worker() == {"succeeded": 1}
+
+    assert Publication.objects.get(revision=first).verified_at is not None
+    assert_published(brief, second)  # verifying the older one never moves the brief back
+    assert AuditEvent.objects.filter(event_type="publication.verified").count() == 1
+
+
+def test_fencing__worker_that_lost_its_lease__sends_nothing_and_writes_nothing(target, brief, revise, approver):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    (stale,) = claim_operations(worker_id="w-partitioned", limit=1, kinds=[PUBLISH])
+    expire_lease(publish_op(revision))
+    (live,) = claim_operations(worker_id="w-live", limit=1, kinds=[PUBLISH])
+    assert live.fencing_token == stale.fencing_token + 1
+
+    assert run_job(stale) == "lease_lost"
+
+    assert applied(target) == []
+    operation = publish_op(revision)
+    assert (operation.status, operation.lease_owner, operation.fencing_token) == (
+        "running",
+        "w-live",
+        live.fencing_token,
+    )
+    assert not Publication.objects.exists()
+    assert run_job(live) == "succeeded"
+    assert applied(target) == [application_of(revision)]
+
+
+def test_no_regression__target_fence_off__galley_refuses_older_revision_after_newer_published(
+    start_target, brief, revise, approver, operator, settings
+):
+    target = start_target(Faults(fence_off=True))
+    first = revise(brief, "Dockers walked out at dawn.")
+    settings.GALLEY_TARGET_TOKEN = "revoked-token"
+    approve(first, by=approver)
+    assert run_worker() == {"dead": 1}  # auth failure: finished, so it orders nothing
+    settings.GALLEY_TARGET_TOKEN = TOKEN
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.")
+    approve(second, by=approver)
+    assert not Dependency.objects.filter(operation=publish_op(second)).exists()
+    run_worker()
+    assert_published(brief, second)
+
+    # The operator revives the old dead letter after the newer revision went out.
+    with transaction.atomic(durable=True):
+        assert do_retry_operation_now(publish_op(first), acting_user=operator)
+    assert run_worker() == {"superseded": 1}
+
+    old = publish_op(first)
+    assert old.status == "superseded"
+    assert old.last_error_message == f"revision 2 of {brief.public_id} is already published"
+    assert attempts_of(old)[-1].outcome == "superseded"
+    assert applied(target) == [application_of(second)]
+    assert not Publication.objects.filter(revision=first).exists()
+    assert_published(brief, second)
+
+
+def test_no_regression__partitioned_worker_wakes_after_newer_published__sends_and_writes_nothing(
+    start_target, brief, revise, approver
+):
+    target = start_target(Faults(fence_off=True))
+    first = revise(brief, "Dockers walked out at dawn.")
+    approve(first, by=approver)
+    (partitioned,) = claim_operations(worker_id="w-partitioned", limit=1, kinds=[PUBLISH])
+    expire_lease(publish_op(first))  # the worker is cut off; its lease runs out
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.")
+    approve(second, by=approver)
+
+    run_worker(worker_id="w-live")  # takes the first over (ambiguous: looks up, then sends), then the second
+    assert applied(target) == [application_of(first), application_of(second)]
+    assert_published(brief, second)
+    before = publish_op(first)
+
+    assert run_job(partitioned) == "lease_lost"
+
+    assert applied(target) == [application_of(first), application_of(second)]
+    after = publish_op(first)
+    assert (after.status, after.fencing_token, after.result) == ("succeeded", before.fencing_token, before.result)
+    stale_attempt = Attempt.objects.get(id=partitioned.attempt_id)
+    assert (stale_attempt.outcome, stale_attempt.worker_id) == ("lease_lost", "w-partitioned")
+    assert_published(brief, second)
+
+
+def test_no_regression__target_fence_stale_revision_409__superseded(
+    target, brief, revise, approver, operator, settings
+):
+    first = revise(brief, "Dockers walked out at dawn.")
+    settings.GALLEY_TARGET_TOKEN = "revoked-token"
+    approve(first, by=approver)
+    assert run_worker() == {"dead": 1}
+    settings.GALLEY_TARGET_TOKEN = TOKEN
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.")
+    approve(second, by=approver)
+    # A worker sends the second revision and dies before recording it: the target holds
+    # revision 2, Galley has no publication of it yet, so only the target's fence can refuse.
+    (crashed,) = claim_operations(worker_id="w-crashed", limit=1, kinds=[PUBLISH])
+    delivery.handle_publish(crashed)
+    assert applied(target) == [application_of(second)]
+    with transaction.atomic(durable=True):
+        assert do_retry_operation_now(publish_op(first), acting_user=operator)
+
+    assert run_worker(worker_id="w-live") == {"superseded": 1}
+
+    old = publish_op(first)
+    assert old.status == "superseded"
+    assert old.last_error_message == "the target already holds revision 2 of this brief"
+    assert applied(target) == [application_of(second)]
+
+    # The crashed worker's lease runs out; the takeover adopts what the target holds.
+    expire_lease(publish_op(second))
+    run_worker(worker_id="w-live")
+    assert publish_op(second).result["first_application"] is False
+    assert applied(target) == [application_of(second)]
+    assert_published(brief, second)
+
+
+# --- invariant 2: key conflict is loud ------------------------------------------------------------------
+
+
+def test_key_conflict_is_loud__target_holds_key_with_other_hash__conflict_never_success(
+    target, brief, revise, approver
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    key = publish_key(brief.public_id, 1)
+    seed_target(target, key=key, brief_id=brief.public_id, revision=1, payload=OTHER_PAYLOAD)
+
+    assert run_worker() == {"conflict": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.needs_operator, operation.result) == ("conflict", True, None)
+    conflict = KeyConflict.objects.get()
+    assert (conflict.operation_id, conflict.source) == (operation.id, KeyConflict.Source.TARGET)
+    assert conflict.existing_payload_hash == revision.payload_hash
+    assert conflict.resolved_at is None
+    (attempt,) = attempts_of(operation)
+    assert (attempt.outcome, attempt.error_kind, attempt.http_status) == ("conflict", "key_conflict", 422)
+    assert AuditEvent.objects.filter(event_type="operation.key_conflict", subject_id=key).count() == 1
+    assert not Publication.objects.exists()
+    assert not Operation.objects.filter(kind=VERIFY).exists()
+    assert applied(target) == [(key, 1, payload_hash(OTHER_PAYLOAD))]
+    assert_not_published(brief)
+
+
+def test_key_conflict_is_loud__ambiguous_lookup_finds_other_hash__conflict_records_what_target_holds(
+    target, brief, revise, approver
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    claim_operations(worker_id="w-dead", limit=1, kinds=[PUBLISH])
+    expire_lease(publish_op(revision))
+    key = publish_key(brief.public_id, 1)
+    seed_target(target, key=key, brief_id=brief.public_id, revision=1, payload=OTHER_PAYLOAD)
+
+    assert run_worker() == {"conflict": 1}
+
+    operation = publish_op(revision)
+    assert operation.status == "conflict"
+    assert attempts_of(operation)[-1].ambiguous
+    conflict = KeyConflict.objects.get()
+    assert conflict.source == KeyConflict.Source.TARGET
+    assert (conflict.existing_payload_hash, conflict.conflicting_payload_hash) == (
+        revision.payload_hash,
+        payload_hash(OTHER_PAYLOAD),
+    )
+    assert not Publication.objects.exists()
+    assert applied(target) == [(key, 1, payload_hash(OTHER_PAYLOAD))]
+
+
+# --- invariant 9: retry by failure kind, against the target's fault injection --------------------------
+
+
+@pytest.mark.parametrize(("fault", "status"), [("rate_429", 429), ("rate_503", 503)])
+def test_retry_by_failure_kind__throttled__waits_retry_after_then_applies_once(
+    start_target, brief, revise, approver, fault, status
+):
+    target = start_target(Faults(**{fault: 1.0}, retry_after=30))
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    assert run_worker() == {"retry": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.last_error_kind, operation.needs_operator) == ("retry_wait", "throttled", False)
+    assert 27 <= seconds_until_next_attempt(operation) <= 30.5
+    (attempt,) = attempts_of(operation)
+    assert (attempt.outcome, attempt.error_kind, attempt.http_status) == ("retry", "throttled", status)
+    assert "retry after 30s" in attempt.error_message
+    assert applied(target) == []
+
+    target.faults = Faults()  # the target recovers
+    make_due(operation)
+    run_worker()
+
+    assert applied(target) == [application_of(revision)]
+    assert [a.ambiguous for a in attempts_of(operation)] == [False, False]  # nothing was applied before
+    assert_published(brief, revision)
+
+
+def test_retry_by_failure_kind__server_error__backoff_with_jitter(start_target, brief, revise, approver, settings):
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 20
+    target = start_target(Faults(rate_500=1.0))
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    assert run_worker() == {"retry": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.last_error_kind) == ("retry_wait", "server_error")
+    assert 8 <= seconds_until_next_attempt(operation) <= 20.5  # half fixed, half jitter
+    (attempt,) = attempts_of(operation)
+    assert (attempt.outcome, attempt.error_kind, attempt.http_status) == ("retry", "server_error", 500)
+    assert applied(target) == []
+
+
+def test_retry_by_failure_kind__server_error__attempts_exhausted_dead(start_target, brief, revise, approver, settings):
+    settings.GALLEY_MAX_ATTEMPTS = 3
+    target = start_target(Faults(rate_500=1.0))
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    assert run_worker(idle_wait=1.0) == {"retry": 2, "dead": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.attempts, operation.needs_operator) == ("dead", 3, True)
+    assert operation.last_error_message.startswith("attempts exhausted (3 of 3); last: ")
+    assert [(a.outcome, a.http_status) for a in attempts_of(operation)] == [
+        ("retry", 500),
+        ("retry", 500),
+        ("dead", 500),
+    ]
+    assert applied(target) == []
+    assert_not_published(brief)
+
+
+def test_retry_by_failure_kind__invalid_400__dead_after_one_attempt(target, brief, approver, editor):
+    # A payload Galley's edit form would never produce, written through do_create_revision
+    # (which trusts its caller), so that the real target answers 400.
+    with transaction.atomic(durable=True):
+        locked = access_brief(brief.public_id, acting_user=editor, lock=True)
+        revision, _ = do_create_revision(
+            locked, base_number=0, payload={"title": "Harbour strike", "body": ["not", "text"]}, acting_user=editor
+        )
+    approve(revision, by=approver)
+
+    assert run_worker() == {"dead": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.attempts, operation.last_error_kind) == ("dead", 1, "invalid")
+    assert operation.needs_operator is False
+    assert "payload.body must be a string" in operation.last_error_message
+    (attempt,) = attempts_of(operation)
+    assert (attempt.outcome, attempt.http_status) == ("dead", 400)
+    assert applied(target) == []
+    assert_not_published(brief)
+
+
+def without_credentials(url: str) -> TargetClient:
+    """A client that sends no Authorization header at all (the target answers 401)."""
+    client = TargetClient(base_url=url, token="unused", timeout=5)
+    client._auth = {}  # TargetClient always sends its token; this is a misconfigured deployment
+    return client
+
+
+@pytest.mark.parametrize(("credentials", "status"), [("missing", 401), ("revoked", 403)])
+def test_retry_by_failure_kind__auth_401_403__dead_needs_operator(
+    target, brief, revise, approver, settings, monkeypatch, credentials, status
+):
+    if credentials == "missing":
+        monkeypatch.setattr(target_client, "from_settings", lambda: without_credentials(target.url))
+    else:
+        settings.GALLEY_TARGET_TOKEN = "revoked-token"
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    assert run_worker() == {"dead": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.attempts, operation.needs_operator) == ("dead", 1, True)
+    assert operation.last_error_kind == "auth"
+    assert "check GALLEY_TARGET_TOKEN" in operation.last_error_message
+    (attempt,) = attempts_of(operation)
+    assert (attempt.outcome, attempt.error_kind, attempt.http_status) == ("dead", "auth", status)
+    assert applied(target) == []
+
+
+def test_retry_by_failure_kind__empty_token__dead_needs_operator_after_one_attempt(
+    target, brief, revise, approver, settings
+):
+    settings.GALLEY_TARGET_TOKEN = ""
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    run_worker()
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.attempts, operation.last_error_kind) == ("dead", 1, "auth")
+    assert applied(target) == []
+
+
+@pytest.mark.parametrize(
+    ("faults", "kind"),
+    [
+        (Faults(rate_hang=1.0, hang_seconds=10), "timeout"),  # commit, then no answer in time
+        (Faults(rate_drop=1.0), "connection"),  # commit, then the connection drops
+    ],
+    ids=["commit-then-hang", "commit-then-drop"],
+)
+def test_retry_by_failure_kind__ambiguous_failure__lookup_adopts_exactly_one_application(
+    start_target, brief, revise, approver, settings, faults, kind
+):
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60
+    target = start_target(faults)
+    settings.GALLEY_TARGET_TIMEOUT_SECONDS = 1.0  # the hang lasts 10s
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    assert run_worker() == {"retry": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.last_error_kind) == ("retry_wait", kind)
+    assert applied(target) == [application_of(revision)]  # it did apply; Galley cannot know yet
+    assert not Publication.objects.exists()
+
+    # From now on every POST fails before the target even looks at the key, so the adoption
+    # below can only come from the look-up by key, never from a replayed send.
+    target.faults = Faults(rate_500=1.0)
+    settings.GALLEY_TARGET_TIMEOUT_SECONDS = 5.0
+    make_due(operation)
+    assert run_worker() == {"succeeded": 2}
+
+    operation.refresh_from_db()
+    first, second = attempts_of(operation)
+    assert (first.outcome, first.error_kind, first.http_status) == ("retry", kind, None)
+    assert (second.outcome, second.ambiguous) == ("succeeded", True)
+    assert first.id != second.id
+    assert operation.result["first_application"] is False  # adopted by look-up, not sent again
+    assert applied(target) == [application_of(revision)]
+    assert_published(brief, revision)
+
+
+# --- invariant 10: done means observed -------------------------------------------------------------------
+
+
+def test_done_means_observed__target_record_holds_other_hash__verification_fails_brief_not_published(
+    target, brief, revise, approver
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    publication = Publication.objects.get()
+    # Someone at the target changes the stored record behind Galley's back.
+    with sqlite3.connect(target.store.path) as db:
+        db.execute("DROP TRIGGER publications_immutable")
+        db.execute(
+            "UPDATE publications SET payload_hash = ? WHERE id = ?",
+            (payload_hash(OTHER_PAYLOAD), publication.external_id),
+        )
+    db.close()
+
+    assert run_worker(kinds=(VERIFY,)) == {"dead": 1}
+
+    verify = verify_op(revision)
+    assert verify.status == "dead"
+    assert verify.last_error_message.startswith(f"read-back of {publication.external_id} shows payload ")
+    publication.refresh_from_db()
+    assert publication.verified_at is None
+    assert fresh(brief).status == Brief.Status.APPROVED
+    assert_not_published(brief)
+
+
+def test_done_means_observed__permalink_shows_other_hash__retried_until_it_shows_the_approved_one(
+    target, brief, revise, approver, settings, monkeypatch
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    real_fetch = TargetClient.fetch_permalink
+
+    def stale_page(self: TargetClient, url: str) -> str:
+        real_fetch(self, url)
+        return payload_hash(OTHER_PAYLOAD)  # a cache still serving an older article
+
+    monkeypatch.setattr(TargetClient, "fetch_permalink", stale_page)
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60
+
+    assert run_worker() == {"succeeded": 1, "retry": 1}
+
+    verify = verify_op(revision)
+    assert (verify.status, verify.last_error_kind) == ("retry_wait", "server_error")
+    assert "the permalink" in verify.last_error_message
+    assert Publication.objects.get().verified_at is None
+    assert_not_published(brief)
+
+    monkeypatch.setattr(TargetClient, "fetch_permalink", real_fetch)
+    make_due(verify)
+    assert run_worker() == {"succeeded": 1}
+    assert applied(target) == [application_of(revision)]
+    assert_published(brief, revision)
