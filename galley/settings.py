@@ -114,6 +114,21 @@ env.require(
     "calls, and its lease must outlive them.",
 )
 
+# AI provider for the summary pipeline: "offline" (local, no network) or "openai" (any
+# OpenAI-compatible Chat Completions endpoint).
+GALLEY_AI_PROVIDER = env.env_str("GALLEY_AI_PROVIDER", "offline")
+GALLEY_AI_BASE_URL = env.env_str("GALLEY_AI_BASE_URL", "https://api.openai.com/v1")
+GALLEY_AI_API_KEY = env.env_str("GALLEY_AI_API_KEY", "")
+GALLEY_AI_MODEL = env.env_str("GALLEY_AI_MODEL", "gpt-4o-mini")
+GALLEY_AI_TIMEOUT_SECONDS = env.env_float("GALLEY_AI_TIMEOUT_SECONDS", 20.0)
+env.require(
+    GALLEY_AI_PROVIDER in ("offline", "openai"), f"GALLEY_AI_PROVIDER={GALLEY_AI_PROVIDER!r}: use offline or openai"
+)
+env.require(
+    GALLEY_LEASE_SECONDS > 1.5 * GALLEY_AI_TIMEOUT_SECONDS,
+    "GALLEY_LEASE_SECONDS must exceed 1.5 x GALLEY_AI_TIMEOUT_SECONDS: a step's lease must outlive its AI call.",
+)
+
 # django-q2 only rings doorbells: its tasks carry ids at most, Galley's tables hold the state.
 # timeout < retry (a task is redelivered only after it surely stopped); Galley's retry policy
 # decides retries, so django-q2 tries a task once and acknowledges failures.

@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from publishing.delivery import PUBLISH, publish_key
 from publishing.errors import InvalidInput, NotFound, PermissionRefused, RevisionConflict
-from publishing.hashing import PayloadError, payload_hash
-from publishing.models import Brief, Revision
+from publishing.hashing import PayloadError, payload_hash, source_hash
+from publishing.models import Brief, Revision, SummaryRun
+from publishing.pipeline import canonical_artifacts, do_start_summary_run, suggested_payload
 from publishing.roles import Role, can_view, has_role
 from publishing.selectors import get_latest_revision
 from workers.actions import Enqueued, add_dependency, enqueue_operation, supersede_waiting_operation
@@ -103,7 +104,11 @@ def do_create_brief(*, title: str, source_material: str, acting_user: User) -> B
         cursor.execute("SELECT nextval(%s)", [BRIEF_NUMBER_SEQUENCE])
         (number,) = cursor.fetchone()
     brief = Brief.objects.create(
-        public_id=f"brief-{number:03d}", title=title, source_material=source_material, author=acting_user
+        public_id=f"brief-{number:03d}",
+        title=title,
+        source_material=source_material,
+        source_hash=source_hash(source_material),
+        author=acting_user,
     )
     record_audit_event(
         acting_user=acting_user,
@@ -112,6 +117,7 @@ def do_create_brief(*, title: str, source_material: str, acting_user: User) -> B
         subject_id=brief.public_id,
         new_state={"title": title, "status": brief.status},
     )
+    do_start_summary_run(brief)
     return brief
 
 
@@ -172,6 +178,53 @@ def do_create_revision(
         new_state={"status": brief.status, "latest_revision": revision.number, "payload_hash": digest},
     )
     return revision, True
+
+
+def check_update_source_material(public_id: str, *, source_material: Any, acting_user: User) -> Brief:
+    """Replace the brief's source material; a new summary run starts, older runs stop at their next step."""
+    require_role(acting_user, Role.EDITOR, to="edit briefs")
+    text = clean_text(
+        source_material, field="Source material", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=False
+    )
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    return do_update_source_material(brief, source_material=text, acting_user=acting_user)
+
+
+@transaction.atomic(savepoint=False)
+def do_update_source_material(brief: Brief, *, source_material: str, acting_user: User) -> Brief:
+    """Caller holds the brief's row lock. The same text again writes nothing."""
+    digest = source_hash(source_material)
+    if digest == brief.source_hash:
+        return brief
+    old_hash = brief.source_hash
+    brief.source_material = source_material
+    brief.source_hash = digest
+    brief.updated_at = timezone.now()
+    brief.save(update_fields=["source_material", "source_hash", "updated_at"])
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="brief.source_changed",
+        subject_type="brief",
+        subject_id=brief.public_id,
+        old_state={"source_hash": old_hash},
+        new_state={"source_hash": digest},
+    )
+    do_start_summary_run(brief)
+    return brief
+
+
+def check_use_suggestion(public_id: str, *, run_number: Any, acting_user: User) -> tuple[Revision, bool]:
+    """Turn a completed run's suggested draft into the brief's next revision, as the editor's own."""
+    require_role(acting_user, Role.EDITOR, to="edit briefs")
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    run = brief.summary_runs.filter(number=run_number, status=SummaryRun.Status.COMPLETED, suggestion=True).first()
+    if run is None:
+        raise NotFound(f"{public_id} has no completed suggestion from summary run {run_number}.")
+    latest = get_latest_revision(brief)
+    payload = suggested_payload(canonical_artifacts(run))
+    return do_create_revision(
+        brief, base_number=latest.number if latest else 0, payload=payload, acting_user=acting_user
+    )
 
 
 @transaction.atomic(savepoint=False)

@@ -9,11 +9,12 @@ class PublishingConfig(AppConfig):
     verbose_name = "Publishing"
 
     def ready(self) -> None:
-        from publishing import delivery
+        from publishing import delivery, pipeline
         from workers.registry import register
 
         register(delivery.PUBLISH, delivery.handle_publish)
         register(delivery.VERIFY, delivery.handle_verify)
+        register(pipeline.SUMMARY_STEP, pipeline.handle_summary_step)
         # Groups are granted permission rows, which Django creates after each app migrates;
         # the handler is idempotent, so running it after every app is harmless.
         post_migrate.connect(_ensure_role_groups, dispatch_uid="galley_ensure_role_groups")

@@ -13,6 +13,10 @@ class BriefForm(forms.Form):
     source_material = forms.CharField(widget=forms.Textarea(attrs={"rows": 12}), required=False)
 
 
+class SourceMaterialForm(forms.Form):
+    source_material = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), required=False)
+
+
 class RevisionForm(forms.Form):
     base_number = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
     title = forms.CharField(max_length=TITLE_MAX_CHARS)

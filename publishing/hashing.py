@@ -32,3 +32,8 @@ def canonical_json(payload: Any) -> bytes:
 
 def payload_hash(payload: Any) -> str:
     return hashlib.sha256(canonical_json(payload)).hexdigest()
+
+
+def source_hash(source_material: str) -> str:
+    """The version of a brief's source material: a summary run and its step identities are keyed by it."""
+    return payload_hash({"source_material": source_material})

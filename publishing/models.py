@@ -20,6 +20,9 @@ class Brief(models.Model):
     public_id = models.CharField(max_length=32, unique=True, editable=False, help_text="Stable job id, e.g. brief-042.")
     title = models.CharField(max_length=200)
     source_material = models.TextField(blank=True)
+    source_hash = models.CharField(
+        max_length=64, blank=True, help_text="publishing.hashing.source_hash of the source material."
+    )
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="briefs")
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.DRAFTING)
     published_revision_number = models.PositiveIntegerField(
@@ -109,3 +112,75 @@ class Publication(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation_key} -> {self.permalink}"
+
+
+class SummaryStep(models.TextChoices):
+    OUTLINE = "outline", "Outline"
+    DRAFT = "draft", "Draft"
+    HEADLINE = "headline", "Headline"
+    QUALITY_GATE = "quality_gate", "Quality gate"
+
+
+class SummaryRun(models.Model):
+    """One run of the summary pipeline over one version of a brief's source material.
+
+    Its steps are operations `summary:<brief>:run-<n>:<step>`, each a durable prerequisite of
+    the next. Editing the source material starts a new run; older runs stop at their next step.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        SUPERSEDED = "superseded", "Superseded"
+
+    brief = models.ForeignKey(Brief, on_delete=models.PROTECT, related_name="summary_runs")
+    number = models.PositiveIntegerField()
+    source_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    revision = models.ForeignKey(
+        Revision,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The first revision this run wrote.",
+    )
+    suggestion = models.BooleanField(
+        default=False, help_text="An editor wrote a revision first: the draft is offered, never written over."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["brief_id", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["brief", "number"], name="summary_run_number_unique"),
+            models.CheckConstraint(condition=models.Q(number__gte=1), name="summary_run_number_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.brief.public_id} summary run {self.number}"
+
+
+class StepArtifact(models.Model):
+    """The one canonical artifact of a step identity `<brief>/summary/<source-hash>/<step>`.
+
+    Written canonical-first (insert, or read what already holds the identity); every later
+    decision uses the stored value. Immutable: the database refuses UPDATE and DELETE.
+    """
+
+    brief = models.ForeignKey(Brief, on_delete=models.PROTECT, related_name="step_artifacts")
+    source_hash = models.CharField(max_length=64)
+    step = models.CharField(max_length=16, choices=SummaryStep.choices)
+    identity = models.CharField(max_length=255, unique=True)
+    content = models.JSONField()
+    provider = models.CharField(max_length=32, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["brief_id", "created_at"]
+
+    def __str__(self) -> str:
+        return self.identity

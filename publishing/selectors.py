@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import Max, Q, QuerySet
 
 from publishing.errors import NotFound
-from publishing.models import Brief, Publication, Revision
+from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun, SummaryStep
 from workers.models import Operation, OperationStatus
 
 
@@ -95,3 +95,65 @@ def get_publication_state(revision: Revision) -> PublicationState:
 def list_brief_operations(brief: Brief) -> QuerySet[Operation]:
     """Every operation about this brief (publishes, verifications), oldest first, with attempts."""
     return Operation.objects.for_subject("brief", brief.public_id).prefetch_related("attempt_set").order_by("id")
+
+
+@dataclass(frozen=True)
+class PipelineStepView:
+    step: str
+    label: str
+    operation: Operation | None
+    artifact: StepArtifact | None
+
+    @property
+    def state(self) -> str:
+        if self.artifact is not None and (self.operation is None or self.operation.status == OperationStatus.SUCCEEDED):
+            return "succeeded"
+        return str(self.operation.status) if self.operation is not None else "waiting"
+
+    @property
+    def tokens(self) -> int:
+        if self.operation is None:
+            return 0
+        return sum(sum((attempt.usage or {}).values()) for attempt in self.operation.attempt_set.all())
+
+
+@dataclass(frozen=True)
+class PipelineView:
+    run: SummaryRun
+    steps: list[PipelineStepView]
+
+    @property
+    def in_progress(self) -> bool:
+        return self.run.status == SummaryRun.Status.RUNNING and not any(
+            step.state in (OperationStatus.DEAD, OperationStatus.CONFLICT) for step in self.steps
+        )
+
+    @property
+    def suggestion(self) -> dict[str, str] | None:
+        from publishing.pipeline import suggested_payload
+
+        if not self.run.suggestion:
+            return None
+        return suggested_payload({s.step: s.artifact.content for s in self.steps if s.artifact is not None})
+
+
+def get_pipeline_view(brief: Brief) -> PipelineView | None:
+    """The latest summary run of the brief, step by step: operation, attempts, tokens, artifact."""
+    from publishing.pipeline import STEPS, step_identity, step_key
+
+    run = brief.summary_runs.order_by("-number").first()
+    if run is None:
+        return None
+    keys = {step_key(brief.public_id, run.number, step): step for step in STEPS}
+    operations = {
+        keys[operation.key]: operation
+        for operation in Operation.objects.filter(key__in=keys).prefetch_related("attempt_set")
+    }
+    identities = {step_identity(brief.public_id, run.source_hash, step): step for step in STEPS}
+    artifacts = {identities[a.identity]: a for a in StepArtifact.objects.filter(identity__in=identities)}
+    return PipelineView(
+        run=run,
+        steps=[
+            PipelineStepView(step, SummaryStep(step).label, operations.get(step), artifacts.get(step)) for step in STEPS
+        ],
+    )

@@ -195,10 +195,10 @@ def _run_round(script: _Brief, *, editor: Any, approver: Any, run_tag: str, tall
     """The brief's next round; the caller holds `script.lock`."""
     if not script.public_id:
         with transaction.atomic(durable=True):
+            # No source material, so no summary run: the simulation's editor writes every
+            # revision itself, and an AI first revision would race it for number 1.
             brief = check_create_brief(
-                title=f"Simulation {run_tag} #{script.index}",
-                source_material=f"Simulated source material for brief #{script.index} of run {run_tag}.",
-                acting_user=editor,
+                title=f"Simulation {run_tag} #{script.index}", source_material="", acting_user=editor
             )
         script.public_id = brief.public_id
     reviewed = _write_revision(script, editor=editor, tally=tally)

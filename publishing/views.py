@@ -9,18 +9,27 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.forms import DecisionForm
 from approvals.selectors import get_valid_approval, list_decisions
-from publishing.actions import access_brief, check_create_brief, check_create_revision, require_role
+from publishing.actions import (
+    access_brief,
+    check_create_brief,
+    check_create_revision,
+    check_update_source_material,
+    check_use_suggestion,
+    require_role,
+)
 from publishing.errors import GalleyError, PermissionRefused, RevisionConflict
-from publishing.forms import BriefFilterForm, BriefForm, RevisionForm
+from publishing.forms import BriefFilterForm, BriefForm, RevisionForm, SourceMaterialForm
 from publishing.models import Brief, Revision
+from publishing.pipeline import SUMMARY_STEP
 from publishing.roles import Role, can_view, has_role
 from publishing.selectors import (
     diff_payloads,
     get_latest_revision,
+    get_pipeline_view,
     get_publication_state,
     get_revision,
     list_brief_operations,
@@ -74,7 +83,8 @@ def brief_new(request: HttpRequest) -> HttpResponse:
 def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     brief = access_brief(public_id, acting_user=request.user)
     revisions = list(list_revisions(brief).prefetch_related("approvals__approver"))
-    operations = list(list_brief_operations(brief))
+    operations = [op for op in list_brief_operations(brief) if op.kind != SUMMARY_STEP]
+    pipeline = get_pipeline_view(brief)
     return render(
         request,
         "publishing/brief_detail.html",
@@ -83,9 +93,47 @@ def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
             "revisions": revisions,
             "latest": revisions[0] if revisions else None,
             "operations": operations,
-            "in_progress": any(not operation.is_finished for operation in operations),
+            "pipeline": pipeline,
+            "in_progress": any(not op.is_finished for op in operations) or (pipeline and pipeline.in_progress),
         },
     )
+
+
+@require_http_methods(["GET", "POST"])
+def brief_source_edit(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Replace the source material; a new summary run starts and older runs stop."""
+    require_role(request.user, Role.EDITOR, to="edit briefs")
+    brief = access_brief(public_id, acting_user=request.user)
+    form = SourceMaterialForm(request.POST or None, initial={"source_material": brief.source_material})
+    if request.method == "POST":
+        try:
+            with transaction.atomic(durable=True):
+                check_update_source_material(
+                    public_id, source_material=request.POST.get("source_material", ""), acting_user=request.user
+                )
+        except GalleyError as exc:
+            form.add_error(None, exc.message)
+        else:
+            messages.success(request, "Source material saved; a new summary run has started.")
+            return redirect(brief)
+    return render(request, "publishing/source_form.html", {"brief": brief, "form": form})
+
+
+@require_POST
+def use_suggestion(request: HttpRequest, public_id: str, run_number: int) -> HttpResponse:
+    """One click: the pipeline's suggested draft becomes the editor's next revision."""
+    require_role(request.user, Role.EDITOR, to="edit briefs")
+    try:
+        with transaction.atomic(durable=True):
+            revision, created = check_use_suggestion(public_id, run_number=run_number, acting_user=request.user)
+    except GalleyError as exc:
+        messages.error(request, exc.message)
+        return redirect("publishing:brief", public_id)
+    if created:
+        messages.success(request, f"The suggestion is revision {revision.number} now.")
+    else:
+        messages.info(request, f"Revision {revision.number} already holds this text.")
+    return redirect(revision)
 
 
 def revision_page_context(

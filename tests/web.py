@@ -12,7 +12,7 @@ from django.utils.html import escape
 
 from approvals.models import Approval
 from publishing.models import Brief, Revision
-from workers.models import AuditEvent
+from workers.models import AuditEvent, Operation
 
 
 def db_counts() -> dict[str, int]:
@@ -22,6 +22,7 @@ def db_counts() -> dict[str, int]:
         "Revision": Revision.objects.count(),
         "Approval": Approval.objects.count(),
         "AuditEvent": AuditEvent.objects.count(),
+        "Operation": Operation.objects.count(),
     }
 
 

@@ -31,7 +31,12 @@ def test_permission_matrix__each_role_each_action(role, action, decision, users,
     path = decide_url(brief, 1)
     outcome = {
         "editor": NOT_APPROVER,
-        "approver": Outcome(302, location=revision.get_absolute_url(), writes={"Approval": 1, "AuditEvent": 1}),
+        # Approving also writes the publish operation in the same transaction (invariant 5).
+        "approver": Outcome(
+            302,
+            location=revision.get_absolute_url(),
+            writes={"Approval": 1, "AuditEvent": 1, "Operation": 1 if decision is APPROVE else 0},
+        ),
         "operator": NOT_APPROVER,
         "no_group": NOT_APPROVER,
         "anonymous": TO_LOGIN,

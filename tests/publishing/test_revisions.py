@@ -448,11 +448,13 @@ def test_revision_create__not_an_editor__refused(brief, revise, non_editor):
 def test_audit__brief_created__event_with_actor_and_state(editor):
     brief = create_brief(by=editor, title="Ferry timetable", source_material="Notes.")
 
-    (event,) = AuditEvent.objects.filter(subject_type="brief", subject_id=brief.public_id)
-    assert event.event_type == "brief.created"
-    assert event.actor == editor
-    assert event.old_state is None
-    assert event.new_state == {"title": "Ferry timetable", "status": "drafting"}
+    created, started = AuditEvent.objects.filter(subject_type="brief", subject_id=brief.public_id).order_by("id")
+    assert created.event_type == "brief.created"
+    assert created.actor == editor
+    assert created.old_state is None
+    assert created.new_state == {"title": "Ferry timetable", "status": "drafting"}
+    # The summary pipeline's first step is written in the same transaction (invariant 5).
+    assert (started.event_type, started.actor, started.new_state["run"]) == ("summary.started", None, 1)
 
 
 def test_audit__revision_created__event_with_actor_subject_and_old_new_state(brief, editor, make_user):
