@@ -177,3 +177,45 @@ def test_make_run__rerun_keeps_data(tmp_path):
         with sign_in(galley.base_url, "editor", first_credentials["editor"]) as editor:
             dashboard = editor.get("/").text
             assert dashboard.count("<code>brief-") == 1 and "Kept" in dashboard
+
+
+@pytest.mark.acceptance
+def test_make_run__creating_a_brief_in_the_web_ui_runs_the_summary_steps_into_a_first_revision(tmp_path):
+    with make_run(tmp_path) as galley:
+        credentials = galley.credentials()
+        with sign_in(galley.base_url, "editor", credentials["editor"]) as editor:
+            created = post_form(
+                editor,
+                "/briefs/new/",
+                {
+                    "title": "Harbour strike",
+                    "source_material": (
+                        "Dockers at the port walked out at dawn on Monday. The union says pay has not kept up. "
+                        "Ships are waiting offshore. The port authority called for talks on Tuesday."
+                    ),
+                },
+            )
+            assert created.status_code == 302
+            brief_url = created.headers["location"]
+            started = time.monotonic()
+            seen: list[tuple[str, ...]] = []
+            while True:
+                page = editor.get(brief_url).text
+                states = tuple(re.findall(r'data-step="(\w+)" data-state="(\w+)"', page))
+                if not seen or seen[-1] != states:
+                    seen.append(states)
+                if "/revisions/1/" in page and states and all(state == "succeeded" for _step, state in states):
+                    break
+                assert time.monotonic() - started < PUBLISHED_DEADLINE_SECONDS, (seen, page)
+                time.sleep(0.2)
+            print(
+                f"summary steps done {time.monotonic() - started:.2f} s after creating the brief; states seen: {seen}"
+            )
+            assert [step for step, _state in states] == ["outline", "draft", "headline", "quality_gate"]
+            assert 'http-equiv="refresh"' not in page
+
+        with sign_in(galley.base_url, "approver", credentials["approver"]) as approver:
+            revision_page = approver.get(f"{brief_url}revisions/1/").text
+            assert "galley-ai" in revision_page
+            assert 'name="payload_hash"' in revision_page and 'value="approved"' in revision_page
+    assert galley.process.returncode == 0, galley.output
