@@ -1,0 +1,421 @@
+"""The AI summary pipeline under real kills and real provider faults (PRODUCT.md invariants 5-7, 9, 12).
+
+Real processes only on the worker side: `manage.py run_worker` children against the test
+database, and the fake OpenAI-compatible server (`python -m tests.fake_openai`) as its own
+process, which counts every call it receives with the step it was for (system_task) — the
+ground truth for "a stored step is never asked again". Briefs are created through the real
+editorial action, which writes the run and its first step operation in one transaction.
+
+Kill matrix (test 1). A kill must land on one chosen step, but every step is the same operation
+kind, so a worker cannot be told to claim only that step. Instead the earlier steps are run one
+per worker process, each of which dies right after committing its step
+(GALLEY_CRASH_POINT=after_finalize:summary_step, a harmless point: nothing is left half done).
+When the chosen step's worker starts, that step is the only operation due, so the kill lands on
+it: a named crash point (os._exit, as kill -9) or a SIGKILL from the test while the worker waits
+for a slow provider answer. A fresh `run_worker --until-idle` (it waits out the dead worker's
+short lease itself) then finishes the pipeline.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.db import transaction
+
+from publishing.actions import check_create_brief
+from publishing.hashing import payload_hash
+from publishing.models import Brief, StepArtifact, SummaryRun, SummaryStep
+from publishing.pipeline import PIPELINE_USERNAME, STEPS, SUMMARY_STEP, step_identity, step_key
+from tests.processes import child_database_url, free_port, kill, manage, process_env, start, stop, wait_for_http
+from workers.models import Attempt, Operation
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+
+KEY = "pipeline-kills-key"
+MODEL = "fake-gpt-kills"
+CRASH_EXIT_CODE = 137
+AI_STEPS = [SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE]  # the quality gate asks no provider
+SOURCE = (
+    "Dockers at the port walked out at dawn on Monday. The union says pay has not kept up with prices. "
+    "Ships are waiting offshore. The port authority called for talks on Tuesday. Shops report empty shelves."
+)
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[str]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill(self.process)
+            raise AssertionError(f"{self.name} still ran after {timeout} s\n{self.output()}") from None
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., Child]]:
+    """spawn(name, *manage_args, env=...): a manage.py child, output in tmp_path/<name>.log; killed at the end."""
+    children: list[Child] = []
+
+    def start_child(name: str, *args: str, env: dict[str, str]) -> Child:
+        log = tmp_path / f"{name}.log"
+        children.append(Child(name, manage(*args, env=env, log=log), log))
+        return children[-1]
+
+    yield start_child
+    for child in children:
+        if child.process.poll() is None:
+            kill(child.process)
+
+
+@dataclass
+class FakeAI:
+    url: str
+    process: subprocess.Popen[str]
+
+    def calls(self) -> list[dict[str, Any]]:
+        response = httpx.get(f"{self.url}/_calls", timeout=5)
+        assert response.status_code == 200, response.text
+        return response.json()["calls"]
+
+    def faults(self, **values: float) -> None:
+        response = httpx.post(f"{self.url}/_faults", json=values, timeout=5)
+        assert response.status_code == 200, response.text
+
+    def answered(self) -> dict[str, int]:
+        """Successful (200) calls per step: every answer the server gave, whether or not its caller lived."""
+        return dict(collections.Counter(c["system_task"] for c in self.calls() if c["status"] == 200))
+
+
+@pytest.fixture
+def start_fake_ai(tmp_path: Path) -> Iterator[Callable[..., FakeAI]]:
+    """start_fake_ai(*args): the fake OpenAI server as a process on a free port, stopped at the end."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start_one(*args: str) -> FakeAI:
+        port = free_port()
+        argv = ["-m", "tests.fake_openai", "--port", str(port), "--key", KEY, *args]
+        process = start(argv, env=process_env(), log=tmp_path / "fake-openai.log")
+        started.append(process)
+        url = f"http://127.0.0.1:{port}"
+        wait_for_http(f"{url}/_health", process=process, timeout=30)
+        return FakeAI(url, process)
+
+    yield start_one
+    for process in started:
+        stop(process, sig=signal.SIGTERM, timeout=10)
+
+
+def worker_env(
+    fake: FakeAI,
+    *,
+    lease: int,
+    ai_timeout: float,
+    crash_point: str = "",
+    api_key: str = KEY,
+    **extra: str,
+) -> dict[str, str]:
+    """The test database, the fake provider, a short lease (above 1.5 x the AI timeout and 2.5 x the
+    target timeout, as settings require), short backoff; no crash point unless named."""
+    return process_env(
+        DATABASE_URL=child_database_url(),
+        DEBUG="false",
+        GALLEY_AI_PROVIDER="openai",
+        GALLEY_AI_BASE_URL=f"{fake.url}/v1",
+        GALLEY_AI_API_KEY=api_key,
+        GALLEY_AI_MODEL=MODEL,
+        GALLEY_AI_TIMEOUT_SECONDS=str(ai_timeout),
+        GALLEY_LEASE_SECONDS=str(lease),
+        GALLEY_TARGET_TIMEOUT_SECONDS=str(round(lease / 3, 2)),
+        GALLEY_BACKOFF_BASE_SECONDS="0.2",
+        GALLEY_BACKOFF_MAX_SECONDS="1",
+        GALLEY_CRASH_POINT=crash_point,  # "" removes it: a fresh worker never inherits one
+        **extra,
+    )
+
+
+def run_worker(spawn: Callable[..., Child], name: str, *, env: dict[str, str]) -> Child:
+    return spawn(name, "run_worker", "--until-idle", "--worker-id", name, "--poll", "0.2", env=env)
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.02)
+
+
+# --- the editorial side and what must be true at the end -----------------------------------------
+
+
+def create_brief(editor: Any, title: str = "Harbour strike") -> Brief:
+    """Through the real action: the brief, its run 1 and the outline's operation commit together."""
+    with transaction.atomic(durable=True):
+        brief = check_create_brief(title=title, source_material=SOURCE, acting_user=editor)
+    assert Operation.objects.filter(key=step_key(brief.public_id, 1, SummaryStep.OUTLINE)).exists()
+    return brief
+
+
+def step_operation(brief: Brief, step: str) -> Operation:
+    return Operation.objects.get(key=step_key(brief.public_id, 1, step))
+
+
+def attempts_of(brief: Brief, step: str) -> list[tuple[str, str, str]]:
+    """(worker id, outcome, error kind) of every attempt of the step's operation, in order."""
+    return [
+        (a.worker_id, a.outcome, a.error_kind)
+        for a in Attempt.objects.filter(operation__key=step_key(brief.public_id, 1, step)).order_by("number")
+    ]
+
+
+def call_numbers(text: str) -> list[int]:
+    """The fake signs every answer with its call number ("update n" / "Update n:")."""
+    return [int(n) for n in re.findall(r"\bupdate (\d+)\b", text, flags=re.IGNORECASE)]
+
+
+def assert_pipeline_completed_once(brief: Brief) -> dict[str, StepArtifact]:
+    """All four step operations succeeded, the run completed, one artifact per step identity, and
+    exactly one revision, by galley-ai, whose payload is the canonical headline and draft.
+    Returns the artifacts by step."""
+    brief.refresh_from_db()
+    statuses = {step: step_operation(brief, step).status for step in STEPS}
+    assert statuses == dict.fromkeys(STEPS, Operation.Status.SUCCEEDED)
+    assert Operation.objects.filter(kind=SUMMARY_STEP, subject_id=brief.public_id).count() == len(STEPS)
+    assert list(Operation.objects.unfinished().filter(subject_id=brief.public_id)) == []
+
+    stored = list(StepArtifact.objects.filter(brief=brief))
+    expected_identities = sorted(step_identity(brief.public_id, brief.source_hash, step) for step in STEPS)
+    assert sorted(a.identity for a in stored) == expected_identities  # exactly one per identity
+    artifacts = {a.step: a for a in stored}
+
+    run = SummaryRun.objects.get(brief=brief)  # exactly one run
+    assert run.status == SummaryRun.Status.COMPLETED
+    revisions = list(brief.revisions.all())
+    assert len(revisions) == 1, revisions
+    revision = revisions[0]
+    assert (revision.number, revision.author.username, run.revision_id) == (1, PIPELINE_USERNAME, revision.id)
+    canonical = {
+        "title": artifacts[SummaryStep.HEADLINE].content["text"],
+        "body": artifacts[SummaryStep.DRAFT].content["text"],
+    }
+    assert revision.payload == canonical
+    assert revision.payload_hash == payload_hash(canonical)
+    assert artifacts[SummaryStep.QUALITY_GATE].content == {"passed": True}
+    return artifacts
+
+
+# --- 1. nothing lost: a worker killed during each step ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kill:
+    crash_point: str  # GALLEY_CRASH_POINT of the killed worker; "" when the test SIGKILLs it mid-call
+    artifact_stored: bool  # whether the killed step's artifact committed before the kill
+    lease: int = 2
+    ai_timeout: float = 1.2
+    slow_answer: float = 0.0  # > 0: the fake answers this slowly (but within the client timeout)
+
+
+KILLS = {
+    # The answer arrived, the artifact is not stored yet: asking again is legitimate (once).
+    "crash_after_provider_response": Kill("after_provider_response:summary_step", artifact_stored=False),
+    # Artifact, next step and success committed: nothing may be asked again.
+    "crash_after_finalize": Kill("after_finalize:summary_step", artifact_stored=True),
+    # SIGKILL while the worker waits for the provider's answer (2 s, the client waits up to 2.5 s).
+    "sigkill_mid_provider_call": Kill("", artifact_stored=False, lease=4, ai_timeout=2.5, slow_answer=2.0),
+}
+PREP_CRASH_POINT = "after_finalize:summary_step"  # a prep worker commits one step, then dies
+
+CASES = [
+    pytest.param(step, how, id=f"{step}-{how}")
+    for how in KILLS
+    for step in STEPS
+    # The quality gate makes no provider call, so there is no call to be killed in.
+    if not (how == "sigkill_mid_provider_call" and step == SummaryStep.QUALITY_GATE)
+]
+
+
+@pytest.mark.parametrize(("step", "how"), CASES)
+def test_nothing_lost__worker_killed_during_each_step__pipeline_completes_without_repeating_stored_steps(
+    step: str, how: str, start_fake_ai, spawn, editor
+):
+    kill_spec = KILLS[how]
+    fake = start_fake_ai("--seed", "7")
+    brief = create_brief(editor)
+
+    def env(crash_point: str = "") -> dict[str, str]:
+        return worker_env(fake, lease=kill_spec.lease, ai_timeout=kill_spec.ai_timeout, crash_point=crash_point)
+
+    # The steps before the chosen one: one worker each, dying right after committing its step.
+    earlier = STEPS[: STEPS.index(step)]
+    for done in earlier:
+        prep = run_worker(spawn, f"prep-{done}", env=env(PREP_CRASH_POINT))
+        assert prep.wait() == CRASH_EXIT_CODE, prep.output()
+        assert step_operation(brief, done).status == Operation.Status.SUCCEEDED
+    assert fake.answered() == {done: 1 for done in earlier if done in AI_STEPS}
+    # Only the chosen step is due now; the worker started next can claim nothing else.
+    due = Operation.objects.unfinished().filter(subject_id=brief.public_id)
+    assert [op.key for op in due] == [step_key(brief.public_id, 1, step)]
+
+    if kill_spec.crash_point:
+        killed = run_worker(spawn, "killed", env=env(kill_spec.crash_point))
+        assert killed.wait() == CRASH_EXIT_CODE, killed.output()
+        assert f"crash point {kill_spec.crash_point} reached" in killed.output()
+    else:
+        fake.faults(rate_timeout=1, timeout_seconds=kill_spec.slow_answer)  # slow, but answers in time
+        killed = run_worker(spawn, "killed", env=env())
+        wait_until(
+            lambda: any(c["system_task"] == step for c in fake.calls()),
+            timeout=30,
+            what=f"the {step} call reaching the fake provider",
+        )
+        assert killed.process.poll() is None, f"the worker did not wait for the answer\n{killed.output()}"
+        kill(killed.process)
+        assert killed.process.returncode == -signal.SIGKILL
+        fake.faults(rate_timeout=0)
+
+    # Right after the kill: the step's artifact is stored exactly when its success committed.
+    operation = step_operation(brief, step)
+    stored = StepArtifact.objects.filter(identity=step_identity(brief.public_id, brief.source_hash, step))
+    assert stored.exists() is kill_spec.artifact_stored
+    if kill_spec.artifact_stored:
+        assert operation.status == Operation.Status.SUCCEEDED
+        if step != SummaryStep.QUALITY_GATE:
+            next_step = STEPS[STEPS.index(step) + 1]
+            assert step_operation(brief, next_step).status == Operation.Status.PENDING  # its continuation
+    else:
+        assert operation.status == Operation.Status.RUNNING  # leased to a dead worker
+        assert Attempt.objects.get(operation=operation).finished_at is None
+    asked_before_restart = fake.answered()
+    if step in AI_STEPS:
+        assert asked_before_restart.get(step) == 1, fake.calls()
+
+    fresh = run_worker(spawn, "fresh", env=env())
+    assert fresh.wait() == 0, fresh.output()
+
+    artifacts = assert_pipeline_completed_once(brief)
+    # Provider calls per step, at the fake server: a step stored before the kill was never asked again;
+    # the in-flight step (answer lost with the worker) was asked exactly once more.
+    expected_calls = dict.fromkeys(AI_STEPS, 1)
+    if not kill_spec.artifact_stored and step in AI_STEPS:
+        expected_calls[step] = 2
+    assert fake.answered() == expected_calls, fake.calls()
+    assert all(c["status"] == 200 for c in fake.calls()), fake.calls()
+    # Each artifact is the answer of its step's last call (the lost answer of a killed call never won).
+    last_call = {c["system_task"]: c["n"] for c in fake.calls()}
+    for ai_step in AI_STEPS:
+        assert call_numbers(artifacts[ai_step].content["text"]) == [last_call[ai_step]], artifacts[ai_step].content
+
+    # Every attempt on record; the killed one closed as lease_expired when the fresh worker took over.
+    killed_attempts = (
+        [("killed", "succeeded", "")]
+        if kill_spec.artifact_stored
+        else [("killed", "", "lease_expired"), ("fresh", "succeeded", "")]
+    )
+    for other in STEPS:
+        if other in earlier:
+            assert attempts_of(brief, other) == [(f"prep-{other}", "succeeded", "")]
+        elif other == step:
+            assert attempts_of(brief, other) == killed_attempts
+        else:
+            assert attempts_of(brief, other) == [("fresh", "succeeded", "")]
+    assert "Traceback" not in fresh.output(), fresh.output()
+
+
+# --- 2. retry by failure kind: 429, 500, timeout; 401 --------------------------------------------
+
+# Seeded faults: the fake draws each call's fault from one generator, so the faults of the run are
+# fixed by the seed and the call count (only which step meets which fault varies). With seed 3 the
+# first 18 calls hold the 12 clean answers these 4 briefs need and 6 faults: one timeout, three 429
+# and two 500 — every kind at least once, and never enough to exhaust GALLEY_MAX_ATTEMPTS.
+FAULT_ARGS = (
+    *("--rate-429", "0.2", "--retry-after", "0.2"),
+    *("--rate-500", "0.2"),
+    *("--rate-timeout", "0.15", "--timeout-seconds", "3"),  # longer than the 1 s client timeout
+    *("--seed", "3"),
+)
+FAULT_KINDS = {"429": "throttled", "500": "server_error", "timeout": "timeout"}
+
+
+def test_retry_by_failure_kind__provider_faults__429_500_timeout_are_retried_and_the_pipeline_completes(
+    start_fake_ai, spawn, editor
+):
+    fake = start_fake_ai(*FAULT_ARGS)
+    briefs = [create_brief(editor, title=f"Harbour strike {n}") for n in range(4)]
+    env = worker_env(fake, lease=3, ai_timeout=1.0, GALLEY_MAX_ATTEMPTS="10")
+    workers = [run_worker(spawn, f"worker-{n}", env=env) for n in range(2)]
+    for worker in workers:
+        assert worker.wait(timeout=60) == 0, worker.output()
+
+    for brief in briefs:
+        artifacts = assert_pipeline_completed_once(brief)
+        for step in AI_STEPS:
+            # Usage tokens on the successful attempt: the winning proposal's, the same as its artifact's.
+            (success,) = Attempt.objects.filter(
+                operation__key=step_key(brief.public_id, 1, step), outcome=Attempt.Outcome.SUCCEEDED
+            )
+            assert success.usage["prompt_tokens"] > 0 and success.usage["completion_tokens"] > 0, success.usage
+            assert success.usage == artifacts[step].usage
+            assert artifacts[step].model == MODEL
+
+    calls = fake.calls()
+    faults = collections.Counter(c["fault"] for c in calls if c["fault"])
+    assert faults == {"timeout": 1, "429": 3, "500": 2}, calls  # fixed by the seed: every kind at least once
+    # Exactly one clean answer per AI step: a step with a stored artifact was never asked again.
+    clean = collections.Counter(c["system_task"] for c in calls if c["status"] == 200 and not c["fault"])
+    assert clean == dict.fromkeys(AI_STEPS, len(briefs)), calls
+
+    # Every fault is on record as a retried attempt of its kind; no attempt is left open or dead.
+    summary_attempts = Attempt.objects.filter(operation__kind=SUMMARY_STEP)
+    failed = collections.Counter(summary_attempts.exclude(error_kind="").values_list("error_kind", flat=True))
+    assert failed == {FAULT_KINDS[fault]: count for fault, count in faults.items()}, calls
+    assert set(summary_attempts.values_list("outcome", flat=True)) == {"succeeded", "retry"}
+    assert set(summary_attempts.filter(outcome="retry").values_list("error_kind", flat=True)) == set(
+        FAULT_KINDS.values()
+    )
+    assert not summary_attempts.filter(finished_at__isnull=True).exists()
+    assert set(summary_attempts.filter(error_kind="throttled").values_list("http_status", flat=True)) == {429}
+    assert set(summary_attempts.filter(error_kind="server_error").values_list("http_status", flat=True)) == {500}
+    # Throttling honours Retry-After (0.2 s): the next attempt started no sooner.
+    for throttled in summary_attempts.filter(error_kind="throttled"):
+        following = Attempt.objects.get(operation_id=throttled.operation_id, number=throttled.number + 1)
+        assert (following.started_at - throttled.finished_at).total_seconds() >= 0.15
+
+
+def test_retry_by_failure_kind__wrong_api_key_401__first_step_dead_for_an_operator_and_no_further_steps(
+    start_fake_ai, spawn, editor
+):
+    fake = start_fake_ai("--seed", "3")
+    brief = create_brief(editor)
+    worker = run_worker(spawn, "worker", env=worker_env(fake, lease=3, ai_timeout=1.0, api_key="not-the-key"))
+    assert worker.wait() == 0, worker.output()
+
+    outline = step_operation(brief, SummaryStep.OUTLINE)
+    assert (outline.status, outline.needs_operator, outline.last_error_kind) == (Operation.Status.DEAD, True, "auth")
+    assert attempts_of(brief, SummaryStep.OUTLINE) == [("worker", "dead", "auth")]
+    assert Attempt.objects.get(operation=outline).http_status == 401
+    # Terminal: asked once, never retried, and nothing after it.
+    assert [(c["system_task"], c["status"]) for c in fake.calls()] == [("outline", 401)]
+    assert list(Operation.objects.filter(kind=SUMMARY_STEP).values_list("key", flat=True)) == [outline.key]
+    assert not StepArtifact.objects.filter(brief=brief).exists()
+    assert SummaryRun.objects.get(brief=brief).status == SummaryRun.Status.RUNNING
+    assert not brief.revisions.exists()
