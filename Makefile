@@ -5,13 +5,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test lint install browser clean
+.PHONY: run test bench lint install browser clean
 
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
 
 test: $(INSTALLED) browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The benchmarks (tests/benchmarks, which `make test` skips), on their own throwaway PostgreSQL.
+bench: $(INSTALLED)
+	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s -q
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

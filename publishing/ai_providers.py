@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -175,15 +176,30 @@ class OpenAIProvider:
 
 
 def provider_from_settings() -> AIProvider:
-    """The configured provider, read from settings at call time."""
+    """The configured provider, read from settings at call time, shared by the process's threads.
+
+    An OpenAIProvider holds an httpx client (thread-safe), whose construction costs tens of
+    milliseconds; a changed configuration replaces it.
+    """
+    global _shared
     name = settings.GALLEY_AI_PROVIDER
     if name == "offline":
         return OfflineProvider()
-    if name == "openai":
-        return OpenAIProvider(
-            base_url=settings.GALLEY_AI_BASE_URL,
-            api_key=settings.GALLEY_AI_API_KEY,
-            model=settings.GALLEY_AI_MODEL,
-            timeout=settings.GALLEY_AI_TIMEOUT_SECONDS,
-        )
-    raise ValueError(f"Unknown GALLEY_AI_PROVIDER {name!r}; use offline or openai")
+    if name != "openai":
+        raise ValueError(f"Unknown GALLEY_AI_PROVIDER {name!r}; use offline or openai")
+    config = {
+        "base_url": settings.GALLEY_AI_BASE_URL,
+        "api_key": settings.GALLEY_AI_API_KEY,
+        "model": settings.GALLEY_AI_MODEL,
+        "timeout": settings.GALLEY_AI_TIMEOUT_SECONDS,
+    }
+    with _shared_lock:
+        if _shared is None or _shared[0] != config:
+            if _shared is not None:
+                _shared[1].close()
+            _shared = (config, OpenAIProvider(**config))
+        return _shared[1]
+
+
+_shared: tuple[dict[str, Any], OpenAIProvider] | None = None
+_shared_lock = threading.Lock()

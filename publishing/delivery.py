@@ -99,30 +99,30 @@ def handle_publish(job: Job) -> Done:
             FailureKind.INVALID,
             f"no approval of revision {number} with hash {revision.payload_hash[:12]}… exists; refusing to publish",
         )
-    with target_client.from_settings() as client:
-        if job.ambiguous:
-            found = call_target(lambda: client.lookup(job.key))
-            if found is not None:
-                logger.info("adopting the target's existing publication", extra=job.log_extra())
-                return _publication_done(job, revision, _check_receipt(job, found), applied=False)
-        newer = (
-            Publication.objects.filter(brief=revision.brief, revision__number__gt=number)
-            .values_list("revision__number", flat=True)
-            .first()
+    client = target_client.shared_from_settings()
+    if job.ambiguous:
+        found = call_target(lambda: client.lookup(job.key))
+        if found is not None:
+            logger.info("adopting the target's existing publication", extra=job.log_extra())
+            return _publication_done(job, revision, _check_receipt(job, found), applied=False)
+    newer = (
+        Publication.objects.filter(brief=revision.brief, revision__number__gt=number)
+        .values_list("revision__number", flat=True)
+        .first()
+    )
+    if newer is not None:
+        raise Superseded(f"revision {newer} of {job.subject_id} is already published")
+    # Fence check immediately before the side effect: a worker that lost its lease stops here.
+    renew_lease(job)
+    receipt, applied = call_target(
+        lambda: client.publish(
+            operation_key=job.key,
+            brief_id=job.subject_id,
+            revision=number,
+            payload_hash=revision.payload_hash,
+            payload=revision.payload,
         )
-        if newer is not None:
-            raise Superseded(f"revision {newer} of {job.subject_id} is already published")
-        # Fence check immediately before the side effect: a worker that lost its lease stops here.
-        renew_lease(job)
-        receipt, applied = call_target(
-            lambda: client.publish(
-                operation_key=job.key,
-                brief_id=job.subject_id,
-                revision=number,
-                payload_hash=revision.payload_hash,
-                payload=revision.payload,
-            )
-        )
+    )
     crash_point("after_target_response", kind=PUBLISH)
     return _publication_done(job, revision, _check_receipt(job, receipt), applied=applied)
 
@@ -181,15 +181,15 @@ def handle_verify(job: Job) -> Done:
     publication = Publication.objects.select_related("revision", "brief").get(
         operation_key=job.arguments["publish_key"]
     )
-    with target_client.from_settings() as client:
-        receipt = call_target(lambda: client.read_back(publication.external_id))
-        if receipt.payload_hash != job.payload_hash:
-            raise OperationFailed(
-                FailureKind.INVALID,
-                f"read-back of {publication.external_id} shows payload {receipt.payload_hash[:12]}…, "
-                f"not the approved {job.payload_hash[:12]}…",
-            )
-        page_hash = call_target(lambda: client.fetch_permalink(receipt.permalink))
+    client = target_client.shared_from_settings()
+    receipt = call_target(lambda: client.read_back(publication.external_id))
+    if receipt.payload_hash != job.payload_hash:
+        raise OperationFailed(
+            FailureKind.INVALID,
+            f"read-back of {publication.external_id} shows payload {receipt.payload_hash[:12]}…, "
+            f"not the approved {job.payload_hash[:12]}…",
+        )
+    page_hash = call_target(lambda: client.fetch_permalink(receipt.permalink))
     if page_hash != job.payload_hash:
         raise OperationFailed(
             FailureKind.SERVER_ERROR,

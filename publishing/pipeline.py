@@ -170,18 +170,11 @@ def _ask_provider(job: Job, run: SummaryRun, step: str, inputs: dict[str, dict[s
     system, source_step = INSTRUCTIONS[SummaryStep(step)]
     material = run.brief.source_material if source_step is None else inputs[source_step]["text"]
     provider = ai_providers.provider_from_settings()
-    try:
-        completion = call_provider(
-            lambda: provider.complete(
-                system=system,
-                prompt=f"{system}\n\n{material}",
-                seed=f"{job.key}:attempt-{job.attempt_number}",
-            )
+    completion = call_provider(
+        lambda: provider.complete(
+            system=system, prompt=f"{system}\n\n{material}", seed=f"{job.key}:attempt-{job.attempt_number}"
         )
-    finally:
-        close = getattr(provider, "close", None)
-        if close is not None:
-            close()
+    )
     return Proposal({"text": completion.text.strip()}, provider.name, completion.model, completion.usage)
 
 

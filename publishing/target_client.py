@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -369,10 +370,30 @@ class TargetClient:
         return TargetInvalidResponse(f"Unexpected status from the target: {response.text[:200]!r}", status=status)
 
 
-def from_settings() -> TargetClient:
-    """A client configured from settings.GALLEY_TARGET_URL / _TOKEN / _TIMEOUT_SECONDS, read now."""
-    return TargetClient(
-        base_url=getattr(settings, "GALLEY_TARGET_URL", DEFAULT_URL),
-        token=getattr(settings, "GALLEY_TARGET_TOKEN", ""),
-        timeout=float(getattr(settings, "GALLEY_TARGET_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)),
-    )
+def shared_from_settings() -> TargetClient:
+    """The process's one client for settings.GALLEY_TARGET_URL / _TOKEN / _TIMEOUT_SECONDS (read
+    now), shared by every worker thread.
+
+    httpx clients are thread-safe, and building one costs 40-55 ms (it loads the CA bundle,
+    even for http://), more than a publish itself. A changed configuration replaces it.
+    """
+    global _shared
+    config = _settings_config()
+    with _shared_lock:
+        if _shared is None or _shared[0] != config:
+            if _shared is not None:
+                _shared[1].close()
+            _shared = (config, TargetClient(**config))
+        return _shared[1]
+
+
+def _settings_config() -> dict[str, Any]:
+    return {
+        "base_url": getattr(settings, "GALLEY_TARGET_URL", DEFAULT_URL),
+        "token": getattr(settings, "GALLEY_TARGET_TOKEN", ""),
+        "timeout": float(getattr(settings, "GALLEY_TARGET_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)),
+    }
+
+
+_shared: tuple[dict[str, Any], TargetClient] | None = None
+_shared_lock = threading.Lock()

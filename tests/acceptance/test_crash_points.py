@@ -123,7 +123,7 @@ def start_target(spawn: Callable[..., Child], tmp_path: Path) -> Callable[..., T
         child = spawn(
             "target",
             "run_reference_target",
-            *("--port", str(port), "--db", str(tmp_path / "target.sqlite3"), "--token", TOKEN),
+            *("--port", str(port), "--db", str(tmp_path / "target.sqlite3"), f"--token={TOKEN}"),
             *fault_args,
             env=process_env(),
         )

@@ -120,7 +120,7 @@ def run_race(tmp_path: Path, scenario: Scenario) -> None:
     fence = ["--fence-off"] if scenario.fence_off else []
     target = manage(
         "run_reference_target",
-        *["--port", str(port), "--db", str(tmp_path / "target.sqlite3"), "--token", token],
+        *["--port", str(port), "--db", str(tmp_path / "target.sqlite3"), f"--token={token}"],
         *FAULTS,
         *["--seed", str(scenario.seed), *fence],
         env=env,

@@ -643,7 +643,7 @@ def test_retry_by_failure_kind__auth_401_403__dead_needs_operator(
     target, brief, revise, approver, settings, monkeypatch, credentials, status
 ):
     if credentials == "missing":
-        monkeypatch.setattr(target_client, "from_settings", lambda: without_credentials(target.url))
+        monkeypatch.setattr(target_client, "shared_from_settings", lambda: without_credentials(target.url))
     else:
         settings.GALLEY_TARGET_TOKEN = "revoked-token"
     revision = revise(brief, "Dockers walked out at dawn.")

@@ -29,8 +29,8 @@ from publishing.target_client import (
     TargetStaleRevision,
     TargetThrottled,
     TargetTimeout,
-    from_settings,
     parse_retry_after,
+    shared_from_settings,
 )
 
 KEY = "publish:brief-042:revision-3"
@@ -325,11 +325,17 @@ def test_parse_retry_after__past_date__zero():
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
 
 
-def test_from_settings__reads_settings_at_call_time(settings):
+def test_shared_from_settings__one_client_per_configuration_read_at_call_time(settings):
     settings.GALLEY_TARGET_URL = "http://target.example:9000"
     settings.GALLEY_TARGET_TOKEN = "from-settings"
     settings.GALLEY_TARGET_TIMEOUT_SECONDS = 3
-    with from_settings() as client:
-        assert client.base_url == "http://target.example:9000"
-        assert client.timeout == 3.0
-        assert client._auth == {"Authorization": "Bearer from-settings"}
+    client = shared_from_settings()
+    assert client.base_url == "http://target.example:9000"
+    assert client.timeout == 3.0
+    assert client._auth == {"Authorization": "Bearer from-settings"}
+    assert shared_from_settings() is client
+    settings.GALLEY_TARGET_TOKEN = "rotated"
+    replacement = shared_from_settings()
+    assert replacement is not client
+    assert replacement._auth == {"Authorization": "Bearer rotated"}
+    assert client._http.is_closed
