@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 logger = logging.getLogger(__name__)
@@ -508,12 +508,59 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(status, response)
 
 
-class ReferenceTarget:
+class ServedFromThread:
+    """An HTTP server bound on construction and served from a daemon thread by start().
+
+    Subclasses bind `self._server` and call `_bound()`; `pause()` sleeps but wakes at once
+    when the server stops, so stop() never waits out an injected hang.
+    """
+
+    thread_name = "http-server"
+    _server: ThreadingHTTPServer
+
+    def _bound(self, host: str) -> None:
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.host = host
+        self.port: int = self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def pause(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name=self.thread_name, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class ReferenceTarget(ServedFromThread):
     """The target as an object: bound on construction, served from a thread by start().
 
     For unit tests: ``with ReferenceTarget(db_path=..., token=...) as target: target.url``.
     Port 0 picks a free port; ``url`` has the real one.
     """
+
+    thread_name = "reference-target"
 
     def __init__(
         self,
@@ -534,15 +581,8 @@ class ReferenceTarget:
         self._random_lock = threading.Lock()
         self._in_flight: set[str] = set()
         self._in_flight_lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
         self._server = _Server((host, port), self)
-        self.host = host
-        self.port: int = self._server.server_address[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        self._bound(host)
 
     @property
     def public_url(self) -> str:
@@ -573,37 +613,9 @@ class ReferenceTarget:
         with self._in_flight_lock:
             self._in_flight.discard(operation_key)
 
-    def pause(self, seconds: float) -> None:
-        """Sleep, but wake at once when the target stops, so stop() never waits out a hang."""
-        self._stopping.wait(seconds)
-
     def ledger(self) -> list[dict[str, Any]]:
         with self.store.connect() as conn:
             return self.store.ledger(conn)
-
-    def start(self) -> ReferenceTarget:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="reference-target",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> ReferenceTarget:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def serve(

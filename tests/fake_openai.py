@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from publishing.reference_target import ServedFromThread
+
 DEFAULT_KEY = "fake-openai-key"
 DEFAULT_MODEL = "fake-gpt-1"
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -241,8 +243,10 @@ def _rate(name: str, value: Any) -> float:
     return rate
 
 
-class FakeOpenAI:
+class FakeOpenAI(ServedFromThread):
     """The fake as an object: bound on construction (port 0 picks a free one), served by start()."""
+
+    thread_name = "fake-openai"
 
     def __init__(
         self,
@@ -274,15 +278,8 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._calls: list[dict[str, Any]] = []
         self._last_n = self._last_n_in_file()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
         self._server = _Server((host, port), self)
-        self.host = host
-        self.port: int = self._server.server_address[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        self._bound(host)
 
     def _last_n_in_file(self) -> int:
         if self.calls_file is None or not self.calls_file.exists():
@@ -340,31 +337,6 @@ class FakeOpenAI:
         """This server's calls, in order (the calls file also holds earlier servers' calls)."""
         with self._lock:
             return [dict(call) for call in self._calls]
-
-    def pause(self, seconds: float) -> None:
-        """Sleep, but wake at once when the server stops."""
-        self._stopping.wait(seconds)
-
-    def start(self) -> FakeOpenAI:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="fake-openai", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

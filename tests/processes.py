@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -109,3 +110,30 @@ def stop(process: subprocess.Popen[str], *, sig: int = signal.SIGTERM, timeout: 
 def kill(process: subprocess.Popen[str]) -> None:
     """kill -9 the process group: no cleanup, no atexit, no commit."""
     stop(process, sig=signal.SIGKILL)
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[str]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def wait(self, timeout: float = 60) -> int:
+        """The exit code; the test fails (with the child's output) if it runs longer than `timeout`."""
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill(self.process)
+            raise AssertionError(f"{self.name} still ran after {timeout} s\n{self.output()}") from None
+
+    def wait_for_output(self, text: str, *, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            assert self.process.poll() is None, (
+                f"{self.name} exited ({self.process.returncode}) before saying {text!r}\n{self.output()}"
+            )
+            assert time.monotonic() < deadline, f"{self.name} did not say {text!r} within {timeout} s\n{self.output()}"
+            time.sleep(0.1)

@@ -12,9 +12,8 @@ on record — the crashed one closed as lease_expired by the claim that took the
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from approvals.models import Approval
 from publishing.actions import check_create_brief, check_create_revision
 from publishing.delivery import publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
-from tests.processes import child_database_url, free_port, kill, manage, process_env, wait_for_http
+from tests.processes import Child, child_database_url, free_port, kill, process_env, wait_for_http
 from workers.models import Attempt, AuditEvent, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -44,52 +43,6 @@ TIMEOUT_SECONDS = 1
 
 
 # --- processes -------------------------------------------------------------------------------
-
-
-@dataclass
-class Child:
-    name: str
-    process: subprocess.Popen[str]
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def wait(self, timeout: float = 60) -> int:
-        """The exit code; the test fails (with the child's output) if it runs longer than `timeout`."""
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            kill(self.process)
-            raise AssertionError(f"{self.name} still ran after {timeout} s\n{self.output()}") from None
-
-    def wait_for_output(self, text: str, *, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.output():
-            assert self.process.poll() is None, (
-                f"{self.name} exited ({self.process.returncode}) before saying {text!r}\n{self.output()}"
-            )
-            assert time.monotonic() < deadline, f"{self.name} did not say {text!r} within {timeout} s\n{self.output()}"
-            time.sleep(0.1)
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Callable[..., Child]]:
-    """spawn(name, *manage_args, env=...): a manage.py child process whose output goes to tmp_path/<name>.log.
-
-    Whatever is still running at the end, even a SIGSTOPped worker, is killed with its process group.
-    """
-    children: list[Child] = []
-
-    def start(name: str, *args: str, env: dict[str, str]) -> Child:
-        log = tmp_path / f"{name}.log"
-        children.append(Child(name, manage(*args, env=env, log=log), log))
-        return children[-1]
-
-    yield start
-    for child in children:
-        if child.process.poll() is None:
-            kill(child.process)  # SIGKILL ends a stopped process too
 
 
 @dataclass

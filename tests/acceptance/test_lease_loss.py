@@ -38,8 +38,7 @@ from workers.models import Attempt, AuditEvent, Dependency, KeyConflict, Operati
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
-# The same process fixtures as the crash-point tests.
-spawn = recovery.spawn
+# The same reference-target fixture as the crash-point tests (`spawn` is in conftest).
 start_target = recovery.start_target
 
 # A's lease runs out long before the target answers A's request, and B (started after the

@@ -36,7 +36,7 @@ from publishing.actions import check_create_brief
 from publishing.hashing import payload_hash
 from publishing.models import Brief, StepArtifact, SummaryRun, SummaryStep
 from publishing.pipeline import PIPELINE_USERNAME, STEPS, SUMMARY_STEP, step_identity, step_key
-from tests.processes import child_database_url, free_port, kill, manage, process_env, start, stop, wait_for_http
+from tests.processes import Child, child_database_url, free_port, kill, process_env, start, stop, wait_for_http
 from workers.models import Attempt, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -52,39 +52,6 @@ SOURCE = (
 
 
 # --- processes -------------------------------------------------------------------------------
-
-
-@dataclass
-class Child:
-    name: str
-    process: subprocess.Popen[str]
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def wait(self, timeout: float = 60) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            kill(self.process)
-            raise AssertionError(f"{self.name} still ran after {timeout} s\n{self.output()}") from None
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Callable[..., Child]]:
-    """spawn(name, *manage_args, env=...): a manage.py child, output in tmp_path/<name>.log; killed at the end."""
-    children: list[Child] = []
-
-    def start_child(name: str, *args: str, env: dict[str, str]) -> Child:
-        log = tmp_path / f"{name}.log"
-        children.append(Child(name, manage(*args, env=env, log=log), log))
-        return children[-1]
-
-    yield start_child
-    for child in children:
-        if child.process.poll() is None:
-            kill(child.process)
 
 
 @dataclass
