@@ -114,15 +114,27 @@ def handle_publish(job: Job) -> Done:
         raise Superseded(f"revision {newer} of {job.subject_id} is already published")
     # Fence check immediately before the side effect: a worker that lost its lease stops here.
     renew_lease(job)
-    receipt, applied = call_target(
-        lambda: client.publish(
-            operation_key=job.key,
-            brief_id=job.subject_id,
-            revision=number,
-            payload_hash=revision.payload_hash,
-            payload=revision.payload,
+    try:
+        receipt, applied = call_target(
+            lambda: client.publish(
+                operation_key=job.key,
+                brief_id=job.subject_id,
+                revision=number,
+                payload_hash=revision.payload_hash,
+                payload=revision.payload,
+            )
         )
-    )
+    except OperationFailed as failure:
+        if failure.kind != FailureKind.KEY_CONFLICT:
+            raise
+        # Record what the target holds under our key, for the operator who resolves it.
+        held = call_target(lambda: client.lookup(job.key))
+        raise OperationFailed(
+            FailureKind.KEY_CONFLICT,
+            failure.message,
+            http_status=failure.http_status,
+            conflicting_payload_hash=held.payload_hash if held is not None else "",
+        ) from failure
     crash_point("after_target_response", kind=PUBLISH)
     return _publication_done(job, revision, _check_receipt(job, receipt), applied=applied)
 

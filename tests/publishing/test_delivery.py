@@ -508,6 +508,7 @@ def test_key_conflict_is_loud__target_holds_key_with_other_hash__conflict_never_
     conflict = KeyConflict.objects.get()
     assert (conflict.operation_id, conflict.source) == (operation.id, KeyConflict.Source.TARGET)
     assert conflict.existing_payload_hash == revision.payload_hash
+    assert conflict.conflicting_payload_hash == payload_hash(OTHER_PAYLOAD)  # what the target holds
     assert conflict.resolved_at is None
     (attempt,) = attempts_of(operation)
     assert (attempt.outcome, attempt.error_kind, attempt.http_status) == ("conflict", "key_conflict", 422)
