@@ -149,7 +149,9 @@ Q_CLUSTER = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"()": "galley.logging.IdentityFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.env_str("LOG_LEVEL", "INFO")},
     # pgserver logs every pg_ctl call at INFO; its failures still show at WARNING.
