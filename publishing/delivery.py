@@ -112,6 +112,22 @@ def handle_publish(job: Job) -> Done:
     )
     if newer is not None:
         raise Superseded(f"revision {newer} of {job.subject_id} is already published")
+    # Never send revision N once a newer revision's publish may have reached the target (it has
+    # made an attempt): in the normal order the newer one waits for this one, so this only
+    # stops an older intent revived late, e.g. by an operator.
+    attempted = (
+        Operation.objects.filter(
+            kind=PUBLISH,
+            subject_type="brief",
+            subject_id=job.subject_id,
+            arguments__revision__gt=number,
+            attempts__gt=0,
+        )
+        .values_list("arguments__revision", flat=True)
+        .first()
+    )
+    if attempted is not None:
+        raise Superseded(f"revision {attempted} of {job.subject_id} may already be at the target")
     # Fence check immediately before the side effect: a worker that lost its lease stops here.
     renew_lease(job)
     try:

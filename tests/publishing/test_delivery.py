@@ -431,6 +431,36 @@ def test_no_regression__target_fence_off__galley_refuses_older_revision_after_ne
     assert_published(brief, second)
 
 
+def test_no_regression__target_fence_off__older_revision_revived_after_newer_attempted__never_sent(
+    start_target, brief, revise, approver, operator, settings
+):
+    """The newer publish timed out (it may have been applied) and waits to retry; an operator
+    revives the older dead letter: Galley must not send it, even to a target without a fence."""
+    target = start_target(Faults(fence_off=True))
+    first = revise(brief, "Dockers walked out at dawn.")
+    settings.GALLEY_TARGET_TOKEN = "revoked-token"
+    approve(first, by=approver)
+    assert run_worker() == {"dead": 1}
+    settings.GALLEY_TARGET_TOKEN = TOKEN
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.")
+    approve(second, by=approver)
+    target.faults = Faults(fence_off=True, rate_hang=1.0, hang_seconds=5)
+    settings.GALLEY_TARGET_TIMEOUT_SECONDS = 0.5
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 600  # it waits to retry
+    assert run_worker(idle_wait=0) == {"retry": 1}  # applied at the target, answer lost
+    assert publish_op(second).status == "retry_wait"
+
+    with transaction.atomic(durable=True):
+        assert do_retry_operation_now(publish_op(first), acting_user=operator)
+    target.faults = Faults(fence_off=True)
+    assert run_worker(kinds=(PUBLISH,), idle_wait=0) == {"superseded": 1}
+
+    old = publish_op(first)
+    assert old.status == "superseded"
+    assert old.last_error_message == f"revision 2 of {brief.public_id} may already be at the target"
+    assert [entry[1] for entry in applied(target)] == [2]
+
+
 def test_no_regression__partitioned_worker_wakes_after_newer_published__sends_and_writes_nothing(
     start_target, brief, revise, approver
 ):
@@ -457,37 +487,22 @@ def test_no_regression__partitioned_worker_wakes_after_newer_published__sends_an
     assert_published(brief, second)
 
 
-def test_no_regression__target_fence_stale_revision_409__superseded(
-    target, brief, revise, approver, operator, settings
-):
+def test_no_regression__target_fence_stale_revision_409__superseded(target, brief, revise, approver):
+    """The target already holds a newer revision that Galley knows nothing of (another writer):
+    only the target's fence can refuse, and its 409 ends the intent as superseded."""
     first = revise(brief, "Dockers walked out at dawn.")
-    settings.GALLEY_TARGET_TOKEN = "revoked-token"
     approve(first, by=approver)
-    assert run_worker() == {"dead": 1}
-    settings.GALLEY_TARGET_TOKEN = TOKEN
-    second = revise(brief, "Dockers walked out at dawn. The port is closed.")
-    approve(second, by=approver)
-    # A worker sends the second revision and dies before recording it: the target holds
-    # revision 2, Galley has no publication of it yet, so only the target's fence can refuse.
-    (crashed,) = claim_operations(worker_id="w-crashed", limit=1, kinds=[PUBLISH])
-    delivery.handle_publish(crashed)
-    assert applied(target) == [application_of(second)]
-    with transaction.atomic(durable=True):
-        assert do_retry_operation_now(publish_op(first), acting_user=operator)
+    elsewhere = f"elsewhere:{brief.public_id}:revision-2"
+    seed_target(target, key=elsewhere, brief_id=brief.public_id, revision=2, payload=OTHER_PAYLOAD)
 
-    assert run_worker(worker_id="w-live") == {"superseded": 1}
+    assert run_worker() == {"superseded": 1}
 
     old = publish_op(first)
     assert old.status == "superseded"
     assert old.last_error_message == "the target already holds revision 2 of this brief"
-    assert applied(target) == [application_of(second)]
-
-    # The crashed worker's lease runs out; the takeover adopts what the target holds.
-    expire_lease(publish_op(second))
-    run_worker(worker_id="w-live")
-    assert publish_op(second).result["first_application"] is False
-    assert applied(target) == [application_of(second)]
-    assert_published(brief, second)
+    assert attempts_of(old)[-1].outcome == "superseded"
+    assert applied(target) == [(elsewhere, 2, payload_hash(OTHER_PAYLOAD))]
+    assert not Publication.objects.exists()
 
 
 # --- invariant 2: key conflict is loud ------------------------------------------------------------------
