@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -137,3 +137,15 @@ class Child:
             )
             assert time.monotonic() < deadline, f"{self.name} did not say {text!r} within {timeout} s\n{self.output()}"
             time.sleep(0.1)
+
+
+def run_worker(spawn: Callable[..., Child], name: str, *, env: Mapping[str, str]) -> Child:
+    """A `run_worker --until-idle` child named `name` (also its worker id), through the `spawn` fixture."""
+    return spawn(name, "run_worker", "--until-idle", "--worker-id", name, "--poll", "0.2", env=env)
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.02)

@@ -12,7 +12,6 @@ on record — the crashed one closed as lease_expired by the claim that took the
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,16 @@ from approvals.models import Approval
 from publishing.actions import check_create_brief, check_create_revision
 from publishing.delivery import publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
-from tests.processes import Child, child_database_url, free_port, kill, process_env, wait_for_http
+from tests.processes import (
+    Child,
+    child_database_url,
+    free_port,
+    kill,
+    process_env,
+    run_worker,
+    wait_for_http,
+    wait_until,
+)
 from workers.models import Attempt, AuditEvent, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -109,17 +117,6 @@ def worker_env(
         GALLEY_CRASH_POINT=crash_point,  # "" removes it: a fresh worker never inherits one
         **extra,
     )
-
-
-def run_worker(spawn: Callable[..., Child], worker_id: str, *, env: dict[str, str]) -> Child:
-    return spawn(worker_id, "run_worker", "--until-idle", "--worker-id", worker_id, "--poll", "0.2", env=env)
-
-
-def wait_until(condition: Callable[[], object], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        time.sleep(0.05)
 
 
 # --- the editorial side, through the real actions ----------------------------------------------

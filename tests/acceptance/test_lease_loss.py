@@ -29,11 +29,10 @@ from tests.acceptance import test_crash_points as recovery
 from tests.acceptance.test_crash_points import (
     approve,
     assert_published_exactly_once,
-    run_worker,
-    wait_until,
     worker_env,
     write_revision,
 )
+from tests.processes import run_worker, wait_until
 from workers.models import Attempt, AuditEvent, Dependency, KeyConflict, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]

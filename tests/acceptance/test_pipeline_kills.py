@@ -22,7 +22,6 @@ import collections
 import re
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,17 @@ from publishing.actions import check_create_brief
 from publishing.hashing import payload_hash
 from publishing.models import Brief, StepArtifact, SummaryRun, SummaryStep
 from publishing.pipeline import PIPELINE_USERNAME, STEPS, SUMMARY_STEP, step_identity, step_key
-from tests.processes import Child, child_database_url, free_port, kill, process_env, start, stop, wait_for_http
+from tests.processes import (
+    child_database_url,
+    free_port,
+    kill,
+    process_env,
+    run_worker,
+    start,
+    stop,
+    wait_for_http,
+    wait_until,
+)
 from workers.models import Attempt, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -118,17 +127,6 @@ def worker_env(
         GALLEY_CRASH_POINT=crash_point,  # "" removes it: a fresh worker never inherits one
         **extra,
     )
-
-
-def run_worker(spawn: Callable[..., Child], name: str, *, env: dict[str, str]) -> Child:
-    return spawn(name, "run_worker", "--until-idle", "--worker-id", name, "--poll", "0.2", env=env)
-
-
-def wait_until(condition: Callable[[], object], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        time.sleep(0.02)
 
 
 # --- the editorial side and what must be true at the end -----------------------------------------
