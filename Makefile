@@ -17,9 +17,13 @@ test: $(INSTALLED) browser
 bench: $(INSTALLED)
 	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s -q
 
+# ruff, the import rules of pyproject.toml (import-linter), and types (mypy with django-stubs, which
+# loads the settings: a throwaway SECRET_KEY is enough, nothing connects to a database).
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	SECRET_KEY=lint-only-not-a-secret $(VENV)/bin/mypy
 
 install: $(INSTALLED)
 

@@ -4,26 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
 from approvals.models import Approval
 from approvals.selectors import get_valid_approval
-from publishing.actions import (
-    access_brief,
-    clean_text,
-    do_request_publication,
-    require_role,
-    set_brief_status,
-)
+from publishing.actions.publications import do_request_publication
+from publishing.actions.revisions import do_change_brief_status
 from publishing.errors import InvalidInput
+from publishing.identities import revision_subject_id
 from publishing.models import Brief, Revision
-from publishing.roles import Role
-from publishing.selectors import get_latest_revision, get_revision
+from publishing.roles import AnyUser, Role, require_role
+from publishing.selectors import access_brief, get_latest_revision, get_revision
+from publishing.validation import clean_text
 from workers.audit import record_audit_event
-
-User = AbstractBaseUser | AnonymousUser
 
 COMMENT_MAX_CHARS = 10_000
 
@@ -40,7 +35,7 @@ def check_decide_revision(
     payload_hash: Any,
     decision: Any,
     comment: Any = "",
-    acting_user: User,
+    acting_user: AnyUser,
 ) -> tuple[Approval, bool]:
     """Record the approver's decision on revision `revision_number` as reviewed with `payload_hash`.
 
@@ -49,7 +44,7 @@ def check_decide_revision(
     approval and whether it was created; the same decision again returns the first one.
     Raises StaleApproval, SelfApproval, DecisionAlreadyMade, InvalidInput, PermissionRefused.
     """
-    require_role(acting_user, Role.APPROVER, to="approve or request changes")
+    acting_user = require_role(acting_user, Role.APPROVER, to="approve or request changes")
     if decision not in Approval.Decision.values:
         raise InvalidInput(f"Unknown decision {decision!r}; choose approve or request changes.")
     try:
@@ -62,8 +57,8 @@ def check_decide_revision(
 
     brief = access_brief(public_id, acting_user=acting_user, lock=True)
     revision = get_revision(brief, number)
-    latest = get_latest_revision(brief)
-    assert latest is not None  # `revision` exists, so the brief has a latest one
+    # `revision` exists, so the brief has a latest revision: the query cannot be empty.
+    latest = get_latest_revision(brief) or revision
     if revision.number != latest.number:
         raise StaleApproval(
             f"Revision {revision.number} is no longer current: revision {latest.number} is. "
@@ -113,12 +108,12 @@ def do_decide_revision(revision: Revision, *, decision: str, comment: str, actin
     brief = revision.brief
     old_status = brief.status
     if brief.status != Brief.Status.APPROVED or decision != Approval.Decision.APPROVED:
-        set_brief_status(brief, BRIEF_STATUS_AFTER[Approval.Decision(decision)])
+        do_change_brief_status(brief, BRIEF_STATUS_AFTER[Approval.Decision(decision)])
     record_audit_event(
         acting_user=acting_user,
         event_type=f"revision.{decision}",
         subject_type="revision",
-        subject_id=f"{brief.public_id}/revision-{revision.number}",
+        subject_id=revision_subject_id(brief.public_id, revision.number),
         old_state={"status": old_status},
         new_state={"status": brief.status, "decision": decision, "payload_hash": revision.payload_hash},
     )

@@ -9,11 +9,9 @@ from django.views.decorators.http import require_POST
 from approvals.actions import check_decide_revision
 from approvals.forms import DecisionForm
 from approvals.models import Approval
-from publishing.actions import access_brief, require_role
 from publishing.errors import GalleyError
-from publishing.roles import Role
-from publishing.selectors import get_revision
-from publishing.views import revision_page_context
+from publishing.roles import Role, require_role
+from publishing.selectors import access_brief, get_revision, get_revision_page
 
 
 @require_POST
@@ -40,8 +38,10 @@ def decide(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
         form = DecisionForm(request.POST)
         form.is_valid()
         form.add_error(None, exc.message)
-        context = revision_page_context(request, brief, revision, decision_form=form)
-        return render(request, "publishing/revision_detail.html", context, status=409)
+        page = get_revision_page(brief, revision, viewer=request.user)
+        return render(
+            request, "publishing/revision_detail.html", {**page.as_context(), "decision_form": form}, status=409
+        )
     label = Approval.Decision(approval.decision).label
     if created:
         messages.success(request, f"{label}: revision {approval.revision.number}.")

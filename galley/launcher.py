@@ -93,15 +93,18 @@ def main(argv: list[str] | None = None) -> int:
         address = f"{options.host}:{options.port}"
         if start_target:
             children["reference target"] = subprocess.Popen(
-                manage(
-                    "run_reference_target",
+                [
+                    sys.executable,
+                    "-m",
+                    "galley.reference_target",
                     "--host",
                     options.host,
                     "--port",
                     str(options.target_port),
                     "--db",
                     str(state / "reference-target.sqlite3"),
-                ),
+                ],
+                cwd=BASE_DIR,
                 start_new_session=True,
             )
         children["workers"] = subprocess.Popen(manage("qcluster"), start_new_session=True)

@@ -1,20 +1,23 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest
 
+from galley.admin import ReadOnlyAdmin
 from publishing.models import Brief, Revision
-from workers.admin import ReadOnlyAdmin
+
+REVISION_FIELDS = ("number", "payload_hash", "author", "created_at")
 
 
 class RevisionInline(admin.TabularInline):
     model = Revision
-    fields = ["number", "payload_hash", "author", "created_at"]
-    readonly_fields = fields
+    fields = REVISION_FIELDS
+    readonly_fields = REVISION_FIELDS
     extra = 0
     can_delete = False
     show_change_link = True
 
-    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest, obj: Brief | None = None) -> bool:
         return False
 
 

@@ -9,18 +9,22 @@ class PublishingConfig(AppConfig):
     verbose_name = "Publishing"
 
     def ready(self) -> None:
-        from publishing import delivery, pipeline
+        # Handlers import models, which the app registry allows only once ready() runs.
+        from publishing.handlers.publications import handle_publish, handle_verify
+        from publishing.handlers.summaries import handle_summary_step
+        from publishing.identities import PUBLISH, SUMMARY_STEP, VERIFY
         from workers.registry import register
 
-        register(delivery.PUBLISH, delivery.handle_publish)
-        register(delivery.VERIFY, delivery.handle_verify)
-        register(pipeline.SUMMARY_STEP, pipeline.handle_summary_step)
+        register(PUBLISH, handle_publish)
+        register(VERIFY, handle_verify)
+        register(SUMMARY_STEP, handle_summary_step)
         # Groups are granted permission rows, which Django creates after each app migrates;
         # the handler is idempotent, so running it after every app is harmless.
         post_migrate.connect(_ensure_role_groups, dispatch_uid="galley_ensure_role_groups")
 
 
 def _ensure_role_groups(sender: AppConfig, **kwargs: object) -> None:
-    from publishing.actions import ensure_role_groups
+    # roles imports auth's models, which cannot be imported while the app registry is still loading.
+    from publishing.roles import ensure_role_groups
 
     ensure_role_groups(using=str(kwargs.get("using", "default")))

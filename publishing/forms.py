@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from publishing.actions import TITLE_MAX_CHARS
+from publishing.actions.revisions import TITLE_MAX_CHARS
 from publishing.models import Brief
 
 

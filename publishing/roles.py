@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission, User
+
+from publishing.errors import PermissionRefused
+
+# Operators read everything in the admin; every change goes through an audited action.
+OPERATOR_APPS = ("publishing", "approvals", "workers")
 
 
 class Role(StrEnum):
@@ -17,21 +22,46 @@ class Role(StrEnum):
     OPERATOR = "Operators"
 
 
-def user_roles(user: AbstractBaseUser | AnonymousUser) -> frozenset[Role]:
+# Whoever a request or a caller names: signed in or not.
+AnyUser = AbstractBaseUser | AnonymousUser
+
+
+def user_roles(user: AnyUser) -> frozenset[Role]:
     """The user's roles, cached on the user object for the rest of the request."""
-    if not user.is_authenticated or not user.is_active:
+    if not isinstance(user, User) or not user.is_active:
         return frozenset()
-    cached = getattr(user, "_galley_roles", None)
+    cached = user.__dict__.get("_galley_roles")
     if cached is None:
-        names = set(user.groups.values_list("name", flat=True))  # type: ignore[attr-defined]
-        cached = frozenset(role for role in Role if role.value in names)
-        user._galley_roles = cached  # type: ignore[union-attr]
+        names = set(user.groups.values_list("name", flat=True))
+        cached = user.__dict__["_galley_roles"] = frozenset(role for role in Role if role.value in names)
     return cached
 
 
-def has_role(user: AbstractBaseUser | AnonymousUser, role: Role) -> bool:
+def has_role(user: AnyUser, role: Role) -> bool:
     return role in user_roles(user)
 
 
-def can_view(user: AbstractBaseUser | AnonymousUser) -> bool:
+def can_view(user: AnyUser) -> bool:
     return bool(user_roles(user))
+
+
+def require_role(user: AnyUser, role: Role, *, to: str) -> User:
+    """The user, as the account that acts, if they hold `role`; otherwise PermissionRefused naming
+    what they tried. Only a signed-in, active account holds a role."""
+    if not isinstance(user, User) or not has_role(user, role):
+        raise PermissionRefused(f"Only members of {role.value} can {to}.")
+    return user
+
+
+def ensure_role_groups(*, using: str = "default") -> None:
+    """Create the role groups and give Operators read access to every Galley model. Idempotent."""
+    for role in Role:
+        Group.objects.using(using).get_or_create(name=role.value)
+    operators = Group.objects.using(using).get(name=Role.OPERATOR.value)
+    view_permissions = Permission.objects.using(using).filter(
+        content_type__app_label__in=OPERATOR_APPS, codename__startswith="view_"
+    )
+    operators.permissions.add(*view_permissions)
+    operators.permissions.add(
+        *Permission.objects.using(using).filter(content_type__app_label="workers", codename="operate_operation")
+    )

@@ -1,14 +1,34 @@
+"""Publishing's reads: every query a view, an action or a handler needs, by name."""
+
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from django.db.models import Max, Q, QuerySet
 
-from publishing.errors import NotFound
+from approvals.models import Approval
+from approvals.selectors import get_valid_approval, list_decisions
+from publishing.errors import NotFound, PermissionRefused
+from publishing.identities import PUBLISH, publish_key, step_identity, step_key, verify_key
 from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun, SummaryStep
+from publishing.roles import AnyUser, Role, can_view, has_role
+from publishing.summary_rules import STEPS, suggested_payload
 from workers.models import Operation, OperationStatus
+
+
+def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) -> Brief:
+    """The brief, if the user may see it; with `lock`, its row is locked until the transaction ends."""
+    if not can_view(acting_user):
+        raise PermissionRefused("You need the Editors, Approvers or Operators role to see briefs.")
+    briefs = Brief.objects.select_related("author")
+    if lock:
+        briefs = briefs.select_for_update(of=("self",))
+    try:
+        return briefs.get(public_id=public_id)
+    except Brief.DoesNotExist:
+        raise NotFound(f"There is no brief {public_id}.") from None
 
 
 def list_briefs(*, query: str = "", status: str = "") -> QuerySet[Brief]:
@@ -70,8 +90,6 @@ class PublicationState:
 
 
 def get_publication_state(revision: Revision) -> PublicationState:
-    from publishing.delivery import publish_key, verify_key
-
     public_id = revision.brief.public_id
     keys = [publish_key(public_id, revision.number), verify_key(public_id, revision.number)]
     operations = list(Operation.objects.filter(key__in=keys).prefetch_related("attempt_set").order_by("id"))
@@ -130,8 +148,6 @@ class PipelineView:
 
     @property
     def suggestion(self) -> dict[str, str] | None:
-        from publishing.pipeline import suggested_payload
-
         if not self.run.suggestion:
             return None
         return suggested_payload({s.step: s.artifact.content for s in self.steps if s.artifact is not None})
@@ -139,8 +155,6 @@ class PipelineView:
 
 def get_pipeline_view(brief: Brief) -> PipelineView | None:
     """The latest summary run of the brief, step by step: operation, attempts, tokens, artifact."""
-    from publishing.pipeline import STEPS, step_identity, step_key
-
     run = brief.summary_runs.order_by("-number").first()
     if run is None:
         return None
@@ -156,4 +170,82 @@ def get_pipeline_view(brief: Brief) -> PipelineView | None:
         steps=[
             PipelineStepView(step, SummaryStep(step).label, operations.get(step), artifacts.get(step)) for step in STEPS
         ],
+    )
+
+
+def get_canonical_artifacts(run: SummaryRun) -> dict[str, dict[str, Any]]:
+    """The stored artifacts of this run's source version, by step: the only inputs steps use."""
+    stored = StepArtifact.objects.filter(brief_id=run.brief_id, source_hash=run.source_hash)
+    return {artifact.step: artifact.content for artifact in stored}
+
+
+def get_publication(operation_key: str) -> Publication:
+    """The publication the publish operation `operation_key` recorded."""
+    return Publication.objects.select_related("revision", "brief").get(operation_key=operation_key)
+
+
+def get_newer_published_revision(revision: Revision) -> int | None:
+    """The number of a newer revision of the same brief that has a publication, if any."""
+    return (
+        Publication.objects.filter(brief_id=revision.brief_id, revision__number__gt=revision.number)
+        .values_list("revision__number", flat=True)
+        .first()
+    )
+
+
+def get_newer_attempted_publish(revision: Revision) -> int | None:
+    """The number of a newer revision whose publish has made an attempt (so may be at the target)."""
+    return (
+        Operation.objects.for_subject("brief", revision.brief.public_id)
+        .filter(kind=PUBLISH, arguments__revision__gt=revision.number, attempts__gt=0)
+        .values_list("arguments__revision", flat=True)
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class RevisionPage:
+    """Everything the revision page shows about one revision, as one viewer sees it."""
+
+    brief: Brief
+    revision: Revision
+    latest: Revision | None
+    is_current: bool
+    diff: list[str]
+    decisions: list[Approval]
+    own_decision: Approval | None
+    valid_approval: Approval | None
+    publication_state: PublicationState
+    may_decide: bool
+    is_own_revision: bool
+
+    def as_context(self) -> dict[str, Any]:
+        """The fields as a template context (dataclasses.asdict would deep-copy the model instances)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser) -> RevisionPage:
+    latest = get_latest_revision(brief)
+    previous = get_revision(brief, revision.number - 1) if revision.number > 1 else None
+    is_current = latest is not None and latest.pk == revision.pk
+    decisions = list(list_decisions(revision))
+    # Decisions are final (approvals.actions), so a second one would only be refused: no form.
+    own_decision = next((d for d in decisions if d.approver_id == viewer.pk), None)
+    return RevisionPage(
+        brief=brief,
+        revision=revision,
+        latest=latest,
+        is_current=is_current,
+        diff=diff_payloads(
+            previous.payload if previous else None,
+            revision.payload,
+            old_label=f"revision {previous.number}" if previous else "(nothing)",
+            new_label=f"revision {revision.number}",
+        ),
+        decisions=decisions,
+        own_decision=own_decision,
+        valid_approval=get_valid_approval(revision),
+        publication_state=get_publication_state(revision),
+        may_decide=is_current and own_decision is None and has_role(viewer, Role.APPROVER),
+        is_own_revision=revision.author_id == viewer.pk,
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
@@ -12,26 +10,19 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.forms import DecisionForm
-from approvals.selectors import get_valid_approval, list_decisions
-from publishing.actions import (
-    access_brief,
-    check_create_brief,
-    check_create_revision,
-    check_update_source_material,
-    check_use_suggestion,
-    require_role,
-)
+from publishing.actions.briefs import check_create_brief, check_update_source_material
+from publishing.actions.revisions import check_create_revision, check_use_suggestion
 from publishing.errors import GalleyError, PermissionRefused, RevisionConflict
 from publishing.forms import BriefFilterForm, BriefForm, RevisionForm, SourceMaterialForm
-from publishing.models import Brief, Revision
-from publishing.pipeline import SUMMARY_STEP
-from publishing.roles import Role, can_view, has_role
+from publishing.identities import SUMMARY_STEP
+from publishing.roles import Role, can_view, require_role
 from publishing.selectors import (
+    access_brief,
     diff_payloads,
     get_latest_revision,
     get_pipeline_view,
-    get_publication_state,
     get_revision,
+    get_revision_page,
     list_brief_operations,
     list_briefs,
     list_revisions,
@@ -136,44 +127,13 @@ def use_suggestion(request: HttpRequest, public_id: str, run_number: int) -> Htt
     return redirect(revision)
 
 
-def revision_page_context(
-    request: HttpRequest, brief: Brief, revision: Revision, *, decision_form: DecisionForm | None = None
-) -> dict[str, Any]:
-    """Everything the revision page shows; the approvals view re-renders it with its bound form."""
-    latest = get_latest_revision(brief)
-    previous = get_revision(brief, revision.number - 1) if revision.number > 1 else None
-    is_current = latest is not None and latest.pk == revision.pk
-    decisions = list(list_decisions(revision))
-    # Decisions are final (approvals.actions), so a second one would only be refused: no form.
-    own_decision = next((d for d in decisions if d.approver_id == request.user.pk), None)
-    may_decide = is_current and own_decision is None and has_role(request.user, Role.APPROVER)
-    return {
-        "brief": brief,
-        "revision": revision,
-        "latest": latest,
-        "is_current": is_current,
-        "diff": diff_payloads(
-            previous.payload if previous else None,
-            revision.payload,
-            old_label=f"revision {previous.number}" if previous else "(nothing)",
-            new_label=f"revision {revision.number}",
-        ),
-        "decisions": decisions,
-        "own_decision": own_decision,
-        "valid_approval": get_valid_approval(revision),
-        "publication_state": get_publication_state(revision),
-        "may_decide": may_decide,
-        "is_own_revision": revision.author_id == request.user.pk,
-        "decision_form": decision_form
-        or DecisionForm(initial={"revision_number": revision.number, "payload_hash": revision.payload_hash}),
-    }
-
-
 @require_http_methods(["GET"])
 def revision_detail(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
     brief = access_brief(public_id, acting_user=request.user)
     revision = get_revision(brief, number)
-    return render(request, "publishing/revision_detail.html", revision_page_context(request, brief, revision))
+    page = get_revision_page(brief, revision, viewer=request.user)
+    context = {**page.as_context(), "decision_form": DecisionForm.for_revision(revision)}
+    return render(request, "publishing/revision_detail.html", context)
 
 
 @require_http_methods(["GET", "POST"])

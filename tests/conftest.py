@@ -8,9 +8,10 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from publishing.actions import check_create_brief, check_create_revision, ensure_role_groups
+from publishing.actions.briefs import check_create_brief
+from publishing.actions.revisions import check_create_revision
 from publishing.models import Brief, Revision
-from publishing.roles import Role
+from publishing.roles import Role, ensure_role_groups
 from workers.runner import shutdown_pool
 
 

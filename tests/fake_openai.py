@@ -32,6 +32,7 @@ else "timeout" (sleep ``timeout_seconds``, which should exceed the client's time
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hmac
 import json
 import random
@@ -45,8 +46,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-from publishing.reference_target import ServedFromThread
 
 DEFAULT_KEY = "fake-openai-key"
 DEFAULT_MODEL = "fake-gpt-1"
@@ -124,17 +123,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode("utf-8")
         self.close_connection = True
-        try:
+        fields = {"Content-Type": "application/json", "Content-Length": str(len(data)), "Connection": "close"}
+        # A client that gave up (its timeout) has nothing left to be told.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Connection", "close")
-            for name, value in (headers or {}).items():
+            for name, value in {**fields, **(headers or {})}.items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (its timeout); nothing left to tell it
 
     def _error(self, status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> None:
         self._json(status, {"error": {"message": message, "type": kind, "code": None}}, headers)
@@ -243,10 +239,11 @@ def _rate(name: str, value: Any) -> float:
     return rate
 
 
-class FakeOpenAI(ServedFromThread):
-    """The fake as an object: bound on construction (port 0 picks a free one), served by start()."""
+class FakeOpenAI:
+    """The fake as an object: bound on construction (port 0 picks a free one), served by start().
 
-    thread_name = "fake-openai"
+    Its own small thread runner, on purpose: a test double shares no code with the product.
+    """
 
     def __init__(
         self,
@@ -279,7 +276,38 @@ class FakeOpenAI(ServedFromThread):
         self._calls: list[dict[str, Any]] = []
         self._last_n = self._last_n_in_file()
         self._server = _Server((host, port), self)
-        self._bound(host)
+        self.host = host
+        self.port: int = self._server.server_address[1]
+        self._woken = threading.Event()
+        # What stop() undoes, last first: shut the serving loop down, then join its thread.
+        self._running = contextlib.ExitStack()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> FakeOpenAI:
+        # Polls every 0.1 s, so stop() (a shutdown request) takes effect at once.
+        serving = threading.Thread(target=self._server.serve_forever, args=(0.1,), name="fake-openai", daemon=True)
+        serving.start()
+        self._running.callback(serving.join)
+        self._running.callback(self._server.shutdown)
+        return self
+
+    def stop(self) -> None:
+        self._woken.set()  # a timeout fault's sleep ends now
+        self._running.close()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def pause(self, seconds: float) -> None:
+        """A timeout fault's sleep, cut short by stop()."""
+        self._woken.wait(seconds)
 
     def _last_n_in_file(self) -> int:
         if self.calls_file is None or not self.calls_file.exists():

@@ -5,25 +5,20 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from workers.actions import do_cancel_operation, do_resolve_conflict, do_retry_operation_now
+from galley.admin import ReadOnlyAdmin
+from workers.actions.operator import do_cancel_operation, do_resolve_conflict, do_retry_operation_now
 from workers.models import Attempt, AuditEvent, KeyConflict, Operation
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """For records no one edits by hand: immutable rows, and rows that only audited actions change."""
+class OperatorRequest(HttpRequest):
+    """An admin request: the admin site lets only signed-in staff accounts in."""
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+    user: User
 
 
 @admin.register(AuditEvent)
@@ -35,22 +30,25 @@ class AuditEventAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
+ATTEMPT_FIELDS = (
+    "number",
+    "worker_id",
+    "fencing_token",
+    "ambiguous",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "error_kind",
+    "http_status",
+    "duration_ms",
+    "error_message",
+)
+
+
 class AttemptInline(admin.TabularInline):
     model = Attempt
-    fields = [
-        "number",
-        "worker_id",
-        "fencing_token",
-        "ambiguous",
-        "started_at",
-        "finished_at",
-        "outcome",
-        "error_kind",
-        "http_status",
-        "duration_ms",
-        "error_message",
-    ]
-    readonly_fields = fields
+    fields = ATTEMPT_FIELDS
+    readonly_fields = ATTEMPT_FIELDS
     extra = 0
     can_delete = False
     ordering = ["-number"]
@@ -88,11 +86,11 @@ class OperationAdmin(ReadOnlyAdmin):
     actions = ["retry_now", "reconcile_with_target", "cancel_with_reason"]
 
     @admin.action(description="Retry now", permissions=["operate"])
-    def retry_now(self, request: HttpRequest, queryset: QuerySet[Operation]) -> None:
+    def retry_now(self, request: OperatorRequest, queryset: QuerySet[Operation]) -> None:
         self._apply(request, queryset, lambda op: do_retry_operation_now(op, acting_user=request.user), "retried")
 
     @admin.action(description="Reconcile with the target (look the key up, adopt what exists)", permissions=["operate"])
-    def reconcile_with_target(self, request: HttpRequest, queryset: QuerySet[Operation]) -> None:
+    def reconcile_with_target(self, request: OperatorRequest, queryset: QuerySet[Operation]) -> None:
         self._apply(
             request,
             queryset,
@@ -101,7 +99,7 @@ class OperationAdmin(ReadOnlyAdmin):
         )
 
     @admin.action(description="Cancel (give a reason)", permissions=["operate"])
-    def cancel_with_reason(self, request: HttpRequest, queryset: QuerySet[Operation]) -> None:
+    def cancel_with_reason(self, request: OperatorRequest, queryset: QuerySet[Operation]) -> None:
         reason = request.POST.get("reason", "").strip()
         if not reason:
             self.message_user(request, "Give a reason to cancel.", level=messages.ERROR)
@@ -150,7 +148,7 @@ class KeyConflictAdmin(ReadOnlyAdmin):
     actions = ["mark_resolved"]
 
     @admin.action(description="Mark resolved (give the resolution)", permissions=["operate"])
-    def mark_resolved(self, request: HttpRequest, queryset: QuerySet[KeyConflict]) -> None:
+    def mark_resolved(self, request: OperatorRequest, queryset: QuerySet[KeyConflict]) -> None:
         resolution = request.POST.get("reason", "").strip()
         if not resolution:
             self.message_user(request, "Describe the resolution.", level=messages.ERROR)

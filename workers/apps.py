@@ -13,6 +13,7 @@ class WorkersConfig(AppConfig):
 
 
 def _ensure_schedules(sender: AppConfig, **kwargs: object) -> None:
+    # django-q2's models cannot be imported while the app registry is still loading.
     from workers.schedules import ensure_schedules
 
     ensure_schedules(using=str(kwargs.get("using", "default")))

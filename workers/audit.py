@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
 from workers.models import AuditEvent
@@ -11,17 +11,18 @@ from workers.models import AuditEvent
 @transaction.atomic(savepoint=False)
 def record_audit_event(
     *,
-    acting_user: AbstractBaseUser | AnonymousUser | None,
+    acting_user: User | AnonymousUser | None,
     event_type: str,
     subject_type: str,
     subject_id: str,
     old_state: dict[str, Any] | None = None,
     new_state: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    """Append one audit record; joins the caller's transaction so it commits with the change."""
-    actor = acting_user if acting_user is not None and acting_user.is_authenticated else None
+    """Append one audit record; joins the caller's transaction so it commits with the change.
+    `acting_user` None is the system itself (workers, the pipeline); nobody signed in is recorded
+    as no actor too."""
     return AuditEvent.objects.create(
-        actor=actor,
+        actor=acting_user if isinstance(acting_user, User) else None,
         event_type=event_type,
         subject_type=subject_type,
         subject_id=subject_id,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from django.db import connection, transaction
+from django_q.tasks import async_task
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +25,4 @@ def ring_doorbell() -> None:
 
 
 def _ring() -> None:
-    from django_q.tasks import async_task
-
     async_task(DRAIN_TASK, task_name="galley-drain", save=False)

@@ -41,7 +41,7 @@ class AuditEvent(models.Model):
 
 
 class OperationStatus(models.TextChoices):
-    """The operation's state machine; allowed moves are in workers.actions.OPERATION_TRANSITIONS.
+    """The operation's state machine; its allowed moves are OPERATION_TRANSITIONS below.
 
     pending ──claim──► running ──► succeeded | retry_wait | dead | conflict | superseded | cancelled
     retry_wait ──claim──► running;  running ──lease expired (reconciler)──► retry_wait
@@ -58,6 +58,22 @@ class OperationStatus(models.TextChoices):
     SUPERSEDED = "superseded", "Superseded"
     CANCELLED = "cancelled", "Cancelled"
 
+
+_S = OperationStatus
+# Every status change an operation may make, by anyone: the claim and the reconciler (in SQL),
+# a worker's fenced transitions, superseding and the operator actions. The database enforces
+# exactly this table (trigger `operation_status_transition`, migration 0005); a status staying
+# the same (a lease taken over: running → running) is not a move.
+OPERATION_TRANSITIONS: dict[str, frozenset[str]] = {
+    _S.PENDING: frozenset({_S.RUNNING, _S.SUPERSEDED, _S.CANCELLED, _S.DEAD}),
+    _S.RETRY_WAIT: frozenset({_S.RUNNING, _S.SUPERSEDED, _S.CANCELLED, _S.DEAD}),
+    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.RETRY_WAIT, _S.DEAD, _S.CONFLICT, _S.SUPERSEDED}),
+    _S.DEAD: frozenset({_S.RETRY_WAIT, _S.CANCELLED}),
+    _S.CONFLICT: frozenset({_S.RETRY_WAIT, _S.CANCELLED}),
+    _S.SUCCEEDED: frozenset(),
+    _S.SUPERSEDED: frozenset(),
+    _S.CANCELLED: frozenset(),
+}
 
 UNFINISHED_STATUSES = (OperationStatus.PENDING, OperationStatus.RUNNING, OperationStatus.RETRY_WAIT)
 FINISHED_STATUSES = (
@@ -86,6 +102,10 @@ class Operation(models.Model):
     The row is the durable intent (the outbox): it is written in the same transaction as the
     state change that wants it. Workers claim it with a lease; every claim increments the
     fencing token, and every later write names operation id, lease owner and token.
+
+    Database guards: one row per key (unique); a known status; a running operation has a lease
+    owner and expiry; a finished one has a finish time; attempts never exceed the maximum; the
+    status moves only along OPERATION_TRANSITIONS (trigger, migration 0005).
     """
 
     Status = OperationStatus

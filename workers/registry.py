@@ -1,5 +1,6 @@
-"""Handlers per operation kind. Domain apps register theirs in AppConfig.ready(); `workers`
-imports no domain app."""
+"""Handlers per operation kind, and the two values a handler deals in: the claimed operation it
+is given, and the Success it returns. Domain apps register their handlers in AppConfig.ready();
+`workers` imports no domain app."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Job:
-    """A claimed operation as a handler sees it: identities and the lease it holds."""
+class ClaimedOperation:
+    """An operation as its handler sees it after the claim: identities and the lease it holds."""
 
     operation_id: int
     key: str
@@ -38,17 +39,17 @@ class Job:
 
 
 @dataclass
-class Done:
-    """A successful attempt. `commit` runs inside the finalize transaction, after the fenced
-    update matched, so the domain's state change and its next intent commit with the success
-    (invariant 5) — or not at all if the lease was lost."""
+class Success:
+    """A successful attempt. `finalize` is the domain's write: it runs inside the fenced finalize
+    transaction, after the fenced update matched, so the domain's state change and its next
+    intent commit with the operation's success (invariant 5) — or not at all if the lease was lost."""
 
     result: dict[str, Any] = field(default_factory=dict)
-    commit: Callable[[], None] | None = None
+    finalize: Callable[[], object] | None = None
     usage: dict[str, int] = field(default_factory=dict)  # recorded on the attempt, e.g. AI tokens
 
 
-Handler = Callable[[Job], Done]
+Handler = Callable[[ClaimedOperation], Success]
 
 _handlers: dict[str, Handler] = {}
 

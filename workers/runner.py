@@ -21,7 +21,7 @@ from django.db import close_old_connections, connections
 from django.db.models import Min
 from django.utils import timezone
 
-from workers.actions import (
+from workers.actions.claims import (
     claim_operations,
     complete_operation,
     fail_operation,
@@ -31,7 +31,7 @@ from workers.actions import (
 from workers.crashpoints import crash_point
 from workers.errors import FailureKind, LeaseLost, OperationFailed, Superseded
 from workers.models import Operation, OperationStatus
-from workers.registry import Job, get_handler
+from workers.registry import ClaimedOperation, get_handler
 
 logger = logging.getLogger(__name__)
 
@@ -78,16 +78,16 @@ def _get_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def run_job(job: Job) -> str:
+def run_operation(claimed: ClaimedOperation) -> str:
     """Run one claimed operation to an outcome; returns the outcome's name. Never raises."""
     close_old_connections()
     started = time.monotonic()
-    extra = job.log_extra()
+    extra = claimed.log_extra()
     try:
         try:
-            done = get_handler(job.kind)(job)
+            success = get_handler(claimed.kind)(claimed)
         except OperationFailed as failure:
-            decision = fail_operation(job, failure, started=started)
+            decision = fail_operation(claimed, failure, started=started)
             logger.info(
                 "attempt failed: %s (%s) -> %s",
                 failure.message,
@@ -97,31 +97,30 @@ def run_job(job: Job) -> str:
             )
             return str(decision.disposition)
         except Superseded as superseded:
-            supersede_running_operation(job, str(superseded), started=started)
+            supersede_running_operation(claimed, str(superseded), started=started)
             logger.info("superseded: %s", superseded, extra=extra)
             return "superseded"
         except LeaseLost:
             raise
         except Exception as exc:  # a handler bug must not kill the worker or lose the intent
             logger.exception("handler raised unexpectedly", extra=extra)
-            failure = OperationFailed(FailureKind.UNEXPECTED, f"{type(exc).__name__}: {exc}")
-            decision = fail_operation(job, failure, started=started)
-            return str(decision.disposition)
-        crash_point("before_finalize", kind=job.kind)
+            unexpected = OperationFailed(FailureKind.UNEXPECTED, f"{type(exc).__name__}: {exc}")
+            return str(fail_operation(claimed, unexpected, started=started).disposition)
+        crash_point("before_finalize", kind=claimed.kind)
         try:
-            complete_operation(job, done, started=started)
+            complete_operation(claimed, success, started=started)
         except LeaseLost:
             raise
-        except Exception as exc:  # the domain's commit failed and rolled back with the success
+        except Exception as exc:  # the domain's finalize write failed and rolled back with the success
             logger.exception("finalize failed", extra=extra)
-            failure = OperationFailed(FailureKind.UNEXPECTED, f"finalize failed: {type(exc).__name__}: {exc}")
-            return str(fail_operation(job, failure, started=started).disposition)
-        crash_point("after_finalize", kind=job.kind)
+            unexpected = OperationFailed(FailureKind.UNEXPECTED, f"finalize failed: {type(exc).__name__}: {exc}")
+            return str(fail_operation(claimed, unexpected, started=started).disposition)
+        crash_point("after_finalize", kind=claimed.kind)
         logger.info("succeeded", extra=extra)
         return "succeeded"
     except LeaseLost:
-        logger.warning("lease lost: another worker owns %s now; wrote nothing", job.key, extra=extra)
-        record_lease_lost(job, started=started)
+        logger.warning("lease lost: another worker owns %s now; wrote nothing", claimed.key, extra=extra)
+        record_lease_lost(claimed, started=started)
         return "lease_lost"
     finally:
         close_old_connections()
@@ -167,10 +166,10 @@ def drain(
     while True:
         free = concurrency - len(in_flight)
         if free > 0 and time.monotonic() < deadline:
-            jobs = claim_operations(worker_id=worker_id, limit=min(free, settings.GALLEY_CLAIM_BATCH), kinds=kinds)
-            if jobs:
+            claims = claim_operations(worker_id=worker_id, limit=min(free, settings.GALLEY_CLAIM_BATCH), kinds=kinds)
+            if claims:
                 crash_point("after_claim")
-            in_flight.update(pool.submit(run_job, job) for job in jobs)
+            in_flight.update(pool.submit(run_operation, claimed) for claimed in claims)
         if in_flight:
             idle_since = None
             finished, in_flight = wait(in_flight, timeout=0.5, return_when=FIRST_COMPLETED)

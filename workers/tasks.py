@@ -8,7 +8,7 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from workers.actions import purge_finished_operations, reconcile_expired_leases
+from workers.actions.housekeeping import purge_finished_operations, reconcile_expired_leases
 from workers.crashpoints import crash_point
 from workers.doorbell import ring_doorbell
 from workers.runner import drain, seconds_until_due

@@ -13,12 +13,13 @@ import secrets
 import tempfile
 from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from galley import embedded_database
 
-_server_key = pytest.StashKey[object]()
+_server_key = pytest.StashKey[Any]()
 
 
 @pytest.hookimpl(wrapper=True)

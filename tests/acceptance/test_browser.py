@@ -10,7 +10,8 @@ from django.db import connections, transaction
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from approvals.models import Approval
-from publishing.actions import check_create_brief, check_create_revision
+from publishing.actions.briefs import check_create_brief
+from publishing.actions.revisions import check_create_revision
 from publishing.models import Brief
 from publishing.roles import Role
 
@@ -26,8 +27,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-# Every wait for the page is bounded; the local server answers in milliseconds.
-TIMEOUT_MS = 10_000
+# Every wait for the page is bounded; the local server answers in milliseconds, but a loaded machine
+# may take far longer, so the bound (for actions and for expect alike) only guards against hanging.
+TIMEOUT_MS = 30_000
 SCREENSHOTS = os.environ.get("GALLEY_TEST_SCREENSHOTS", "")
 
 
@@ -36,6 +38,7 @@ def browser(monkeypatch) -> Iterator[Browser]:
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still
     # plain synchronous code, which Django would otherwise refuse as "async-unsafe".
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    expect.set_options(timeout=TIMEOUT_MS)  # expect() has its own default (5 s), apart from the page's
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         try:
@@ -77,6 +80,8 @@ def test_browser__editor_writes_and_approver_approves(browser, live_server, make
     editor.get_by_label("Title").fill("Harbour strike")
     editor.get_by_label("Source material").fill("Dockers walked out at dawn.")
     editor.get_by_role("button", name="Create brief").click()
+    # The click returns before the server has answered: look the brief up once its page is shown.
+    editor.wait_for_url("**/briefs/brief-*/")
     brief = Brief.objects.get()
     expect(editor).to_have_url(f"{live_server.url}{brief.get_absolute_url()}")
     expect(editor.get_by_text(f"{brief.public_id} created.")).to_be_visible()

@@ -14,8 +14,11 @@ application, and the attempt row says the lease was lost."
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
 import time
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,7 +26,7 @@ import psutil
 import pytest
 from django.db.models.functions import Now
 
-from publishing.delivery import publish_key, verify_key
+from publishing.identities import publish_key, verify_key
 from publishing.models import Brief, Publication
 from tests.acceptance import test_crash_points as recovery
 from tests.acceptance.test_crash_points import (
@@ -45,6 +48,7 @@ start_target = recovery.start_target
 LATENCY_MS = 9000
 LEASE_SECONDS = 6
 TIMEOUT_SECONDS = 2
+# Worker B's lease is not under test: B gets worker_env's defaults, which no loaded CPU overruns.
 
 
 def talking_to(pid: int, port: int) -> bool:
@@ -53,6 +57,26 @@ def talking_to(pid: int, port: int) -> bool:
         conn.raddr and conn.raddr.port == port and conn.status == psutil.CONN_ESTABLISHED
         for conn in psutil.Process(pid).net_connections(kind="tcp")
     )
+
+
+def request_sent(pid: int, port: int) -> bool:
+    """Whether process `pid` has written a whole request on a connection to `port` and the peer's kernel
+    acknowledged all of it: from then on the request is the target's, whatever becomes of `pid`.
+
+    httpx writes the headers and the body separately on a TCP_NODELAY socket, so a whole request is
+    at least two data segments; `ss` reports them (data_segs_out) and the unacknowledged bytes (Send-Q).
+    """
+    for conn in psutil.Process(pid).net_connections(kind="tcp"):
+        if not (conn.raddr and conn.raddr.port == port and conn.status == psutil.CONN_ESTABLISHED):
+            continue
+        local, remote = f"{conn.laddr.ip}:{conn.laddr.port}", f"{conn.raddr.ip}:{conn.raddr.port}"
+        info = subprocess.run(
+            ["ss", "-tinH", "src", local, "dst", remote], capture_output=True, text=True, check=True
+        ).stdout
+        segments = re.search(r"\bdata_segs_out:(\d+)", info)
+        if info.split() and info.split()[2] == "0" and segments and int(segments.group(1)) >= 2:
+            return True
+    return False
 
 
 def database_state(*, except_worker: str) -> dict[str, list[dict[str, Any]]]:
@@ -81,26 +105,37 @@ def test_atomic_claim_lease_fencing__paused_worker_loses_lease_and_writes_nothin
     worker_a = run_worker(spawn, "worker-a", env=env)
     wait_until(
         lambda: Operation.objects.filter(key=key, status="running", lease_owner="worker-a").exists(),
-        timeout=30,
+        timeout=120,
         what="worker A's claim",
     )
     port = urlsplit(target.url).port
-    wait_until(lambda: talking_to(worker_a.process.pid, port), timeout=10, what="worker A's call to the target")
-    time.sleep(0.2)  # the request follows the connect at once; the target holds it for LATENCY_MS
+    wait_until(lambda: talking_to(worker_a.process.pid, port), timeout=60, what="worker A's call to the target")
+    # Not a fixed pause: however slowly A runs, it is frozen only once its whole request is at the
+    # target, which then holds it for LATENCY_MS.
+    wait_until(lambda: request_sent(worker_a.process.pid, port), timeout=60, what="worker A's request sent")
+    sent_at = time.monotonic()
     os.kill(worker_a.process.pid, signal.SIGSTOP)
     try:
         a_attempt = Attempt.objects.get(operation__key=key)
         assert (a_attempt.worker_id, a_attempt.fencing_token, a_attempt.finished_at) == ("worker-a", 1, None)
+        # A renewed its lease just before sending; frozen, it can renew no more.
+        a_lease_expires_at = Operation.objects.get(key=key).lease_expires_at
 
         wait_until(
             lambda: Operation.objects.filter(key=key, lease_expires_at__lt=Now()).exists(),
-            timeout=LEASE_SECONDS + 10,
+            timeout=LEASE_SECONDS + 60,
             what="the expiry of A's lease",
         )
-        assert target.applications() == [], "the target applied A's request before A's lease expired"
+        # Whenever this test gets to look: the target had applied nothing when A's lease ran out (it
+        # applies A's request LATENCY_MS after receiving it, by the same host clock as the database's).
+        applied_at = [datetime.fromisoformat(row["applied_at"]) for row in target.applications()]
+        assert all(at > a_lease_expires_at for at in applied_at), (
+            f"the target applied A's request at {applied_at}, before A's lease expired at {a_lease_expires_at} "
+            f"({time.monotonic() - sent_at:.1f} s after A sent it)"
+        )
 
-        worker_b = run_worker(spawn, "worker-b", env=env)
-        assert worker_b.wait(timeout=60) == 0, worker_b.output()
+        worker_b = run_worker(spawn, "worker-b", env=worker_env(target))
+        assert worker_b.wait(timeout=120) == 0, worker_b.output()
         assert_published_exactly_once(revision, target)
         taken_over = Operation.objects.get(key=key)
         a_attempt.refresh_from_db()
@@ -112,7 +147,7 @@ def test_atomic_claim_lease_fencing__paused_worker_loses_lease_and_writes_nothin
         os.kill(worker_a.process.pid, signal.SIGCONT)
 
     # A reads the answer to its old request, tries its fenced finalize, matches no row, stops.
-    assert worker_a.wait(timeout=60) == 0, worker_a.output()
+    assert worker_a.wait(timeout=120) == 0, worker_a.output()
     assert "lease lost" in worker_a.output()
 
     # A wrote nothing: every row is as B left it, but A's own attempt.

@@ -23,7 +23,9 @@ import pytest
 from tests.processes import BASE_DIR, free_port, process_env, wait_for_http
 
 READY_DEADLINE_SECONDS = 180
-PUBLISHED_DEADLINE_SECONDS = 30
+# A bound against hanging, not a speed requirement: a healthy run publishes within seconds (the test
+# prints how long it took), a loaded machine may take far longer.
+PUBLISHED_DEADLINE_SECONDS = 120
 
 
 @dataclass
@@ -93,7 +95,7 @@ def test_make_run__serves_login__demo_approver_signs_in__ctrl_c_leaves_nothing(t
         names = {" ".join(child.cmdline()) for child in galley.children}
         assert any("runserver" in name for name in names)
         assert any("qcluster" in name for name in names)
-        assert any("run_reference_target" in name for name in names)
+        assert any("galley.reference_target" in name for name in names)
         with sign_in(galley.base_url, "approver", galley.credentials()["approver"]) as client:
             dashboard = client.get("/")
             assert dashboard.status_code == 200

@@ -23,10 +23,10 @@ import httpx
 import pytest
 from django.db.models import Count, F
 
-from publishing.delivery import PUBLISH, VERIFY, publish_key
+from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.models import Brief, Publication, Revision
-from tests.processes import child_database_url, free_port, kill, manage, process_env, stop, wait_for_http
-from workers.actions import reconcile_expired_leases
+from tests.processes import child_database_url, free_port, kill, manage, process_env, start, stop, wait_for_http
+from workers.actions.housekeeping import reconcile_expired_leases
 from workers.models import UNFINISHED_STATUSES, Attempt, Dependency, KeyConflict, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -118,11 +118,13 @@ def run_race(tmp_path: Path, scenario: Scenario) -> None:
         **WORKER_SETTINGS,
     )
     fence = ["--fence-off"] if scenario.fence_off else []
-    target = manage(
-        "run_reference_target",
-        *["--port", str(port), "--db", str(tmp_path / "target.sqlite3"), f"--token={token}"],
-        *FAULTS,
-        *["--seed", str(scenario.seed), *fence],
+    target = start(
+        [
+            *["-m", "galley.reference_target"],
+            *["--port", str(port), "--db", str(tmp_path / "target.sqlite3"), f"--token={token}"],
+            *FAULTS,
+            *["--seed", str(scenario.seed), *fence],
+        ],
         env=env,
         log=tmp_path / "target.log",
     )

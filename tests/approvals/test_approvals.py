@@ -18,7 +18,7 @@ from approvals.actions import check_decide_revision
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
 from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
-from publishing.actions import check_create_revision
+from publishing.actions.revisions import check_create_revision
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
 from publishing.models import Brief, Revision
 from publishing.roles import Role

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import child_database_url, free_port, manage, process_env, stop, wait_for_http
+from tests.processes import child_database_url, free_port, manage, process_env, start, stop, wait_for_http
 
 # Workers never inherit a crash point, and their pool and batch sizes are stated, not inherited.
 WORKER_SETTINGS = {
@@ -88,7 +88,7 @@ class Target:
 
 @contextmanager
 def reference_target(tmp_path: Path, *, latency_ms: int) -> Iterator[Target]:
-    """`run_reference_target` on a free port with its own SQLite file and `latency_ms` on every POST."""
+    """`python -m galley.reference_target` on a free port with its own SQLite file and `latency_ms` on every POST."""
     token = secrets.token_urlsafe(16)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -96,11 +96,13 @@ def reference_target(tmp_path: Path, *, latency_ms: int) -> Iterator[Target]:
         DATABASE_URL=child_database_url(), GALLEY_TARGET_URL=url, GALLEY_TARGET_TOKEN=token, **WORKER_SETTINGS
     )
     log = tmp_path / "target.log"
-    process = manage(
-        "run_reference_target",
-        # --token=…: a token_urlsafe token may start with "-", which argparse would take for an option.
-        *["--port", str(port), "--db", str(tmp_path / "target.sqlite3"), f"--token={token}"],
-        *["--latency-ms", str(latency_ms)],
+    process = start(
+        [
+            *["-m", "galley.reference_target"],
+            # --token=…: a token_urlsafe token may start with "-", which argparse would take for an option.
+            *["--port", str(port), "--db", str(tmp_path / "target.sqlite3"), f"--token={token}"],
+            *["--latency-ms", str(latency_ms)],
+        ],
         env=env,
         log=log,
     )

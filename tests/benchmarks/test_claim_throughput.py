@@ -18,7 +18,8 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from tests.benchmarks.support import Result
-from workers.actions import claim_operations, enqueue_operation
+from workers.actions.claims import claim_operations
+from workers.actions.enqueue import enqueue_operation
 from workers.models import Attempt, Operation
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,10 +18,10 @@ import pytest
 from django.db.models import Max, Min
 
 from approvals.models import Approval
-from publishing.delivery import PUBLISH, VERIFY, publish_key
+from publishing.clients.target import TargetClient
+from publishing.demo.simulation import run_simulation
+from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.models import Publication
-from publishing.simulation import run_simulation
-from publishing.target_client import TargetClient
 from tests.benchmarks.support import Result, percentile, reference_target, start_worker, tail, wait_until_started
 from tests.processes import stop
 from workers.models import Attempt, Operation

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import pytest
 from django.db.models import Max, Min
 
-from publishing.delivery import PUBLISH, VERIFY, publish_key
-from publishing.simulation import run_simulation
+from publishing.demo.simulation import run_simulation
+from publishing.identities import PUBLISH, VERIFY, publish_key
 from tests.benchmarks.support import Result, Target, percentile, reference_target, start_worker, tail
 from workers.models import Attempt, Operation
 

@@ -12,14 +12,20 @@ import pytest
 from django.db import transaction
 
 from approvals.actions import check_decide_revision
-from publishing import ai_providers, pipeline
-from publishing.actions import check_create_brief, check_create_revision, check_update_source_material
+from publishing.actions import summaries
+from publishing.actions.briefs import check_create_brief, check_update_source_material
+from publishing.actions.revisions import check_create_revision
+from publishing.actions.summaries import do_store_artifact
+from publishing.clients import ai as ai_providers
+from publishing.handlers.summaries import handle_summary_step
+from publishing.identities import SUMMARY_STEP, step_identity, step_key
 from publishing.models import Brief, StepArtifact, SummaryRun
-from publishing.pipeline import Proposal, step_identity, step_key, store_artifact
+from publishing.summary_rules import STEPS, Proposal, quality_problems
 from workers import registry
-from workers.actions import claim_operations, complete_operation, do_retry_operation_now
+from workers.actions.claims import claim_operations, complete_operation
+from workers.actions.operator import do_retry_operation_now
 from workers.models import Attempt, AuditEvent, Dependency, Operation
-from workers.runner import drain, run_job
+from workers.runner import drain, run_operation
 
 SOURCE = (
     "Dockers at the port walked out at dawn on Monday. The union says pay has not kept up with prices. "
@@ -67,14 +73,11 @@ def create_brief(editor, source: str = SOURCE) -> Brief:
 
 
 def run_pipeline() -> None:
-    drain(worker_id="test-worker", kinds=[pipeline.SUMMARY_STEP], time_budget=30, idle_wait=0.3)
+    drain(worker_id="test-worker", kinds=[SUMMARY_STEP], time_budget=30, idle_wait=0.3)
 
 
 def summary_operations(brief: Brief) -> dict[str, Operation]:
-    return {
-        op.arguments["step"]: op
-        for op in Operation.objects.filter(kind=pipeline.SUMMARY_STEP, subject_id=brief.public_id)
-    }
+    return {op.arguments["step"]: op for op in Operation.objects.filter(kind=SUMMARY_STEP, subject_id=brief.public_id)}
 
 
 # --- invariant 5: atomic continuation ---------------------------------------------------------------
@@ -84,13 +87,13 @@ def summary_operations(brief: Brief) -> dict[str, Operation]:
 def test_atomic_continuation__creating_a_brief_writes_its_first_step_in_the_same_transaction(editor):
     with pytest.raises(RuntimeError), transaction.atomic():
         check_create_brief(title="Gone", source_material=SOURCE, acting_user=editor)
-        assert Operation.objects.filter(kind=pipeline.SUMMARY_STEP).count() == 1
+        assert Operation.objects.filter(kind=SUMMARY_STEP).count() == 1
         raise RuntimeError("the request failed after the brief was written")
     assert not Brief.objects.exists()
     assert not Operation.objects.exists()
     brief = check_create_brief(title="Kept", source_material=SOURCE, acting_user=editor)
     run = SummaryRun.objects.get(brief=brief)
-    (operation,) = Operation.objects.filter(kind=pipeline.SUMMARY_STEP)
+    (operation,) = Operation.objects.filter(kind=SUMMARY_STEP)
     assert operation.key == step_key(brief.public_id, run.number, "outline")
     assert operation.payload_hash == brief.source_hash == run.source_hash
 
@@ -109,15 +112,15 @@ def test_atomic_continuation__pipeline_ends_in_exactly_one_first_revision_ready_
     brief = create_brief(editor)
     run_pipeline()
     operations = summary_operations(brief)
-    assert {step: op.status for step, op in operations.items()} == dict.fromkeys(pipeline.STEPS, "succeeded")
-    for earlier, later in itertools.pairwise(pipeline.STEPS):
+    assert {step: op.status for step, op in operations.items()} == dict.fromkeys(STEPS, "succeeded")
+    for earlier, later in itertools.pairwise(STEPS):
         assert Dependency.objects.filter(
             operation=operations[later], prerequisite=operations[earlier], requires="success"
         ).exists()
     (revision,) = brief.revisions.all()
     artifacts = {a.step: a.content for a in StepArtifact.objects.filter(brief=brief)}
     assert revision.payload == {"title": artifacts["headline"]["text"], "body": artifacts["draft"]["text"]}
-    assert revision.author.username == pipeline.PIPELINE_USERNAME
+    assert revision.author.username == summaries.PIPELINE_USERNAME
     assert provider.calls == ["outline", "draft", "headline"]
     assert [a.usage for a in Attempt.objects.filter(operation__in=operations.values()).order_by("started_at")][:3] == [
         {"prompt_tokens": 10, "completion_tokens": n} for n in (1, 2, 3)
@@ -143,8 +146,8 @@ def test_atomic_continuation__pipeline_ends_in_exactly_one_first_revision_ready_
 def test_canonical_first__storing_twice_returns_the_first_artifact(editor):
     brief = create_brief(editor)
     run = SummaryRun.objects.get(brief=brief)
-    first = store_artifact(run, "draft", Proposal({"text": "Artifact A"}, "p", "m"))
-    second = store_artifact(run, "draft", Proposal({"text": "Artifact B"}, "p", "m"))
+    first = do_store_artifact(run, "draft", Proposal({"text": "Artifact A"}, "p", "m"))
+    second = do_store_artifact(run, "draft", Proposal({"text": "Artifact B"}, "p", "m"))
     assert second.id == first.id
     assert second.content == {"text": "Artifact A"}
     assert StepArtifact.objects.filter(identity=step_identity(brief.public_id, run.source_hash, "draft")).count() == 1
@@ -155,16 +158,16 @@ def test_canonical_first__a_late_local_value_loses_to_the_stored_winner(editor, 
     """The draft attempt computes B; meanwhile A was stored under the identity. The headline step
     and the revision are built from A, and B is dropped."""
     other = create_brief(editor)
-    (outline_job,) = claim_operations(worker_id="w", limit=1, kinds=[pipeline.SUMMARY_STEP])
+    (outline_job,) = claim_operations(worker_id="w", limit=1, kinds=[SUMMARY_STEP])
     assert outline_job.arguments["step"] == "outline" and outline_job.subject_id == other.public_id
-    assert run_job(outline_job) == "succeeded"
-    (draft_job,) = claim_operations(worker_id="w", limit=1, kinds=[pipeline.SUMMARY_STEP])
+    assert run_operation(outline_job) == "succeeded"
+    (draft_job,) = claim_operations(worker_id="w", limit=1, kinds=[SUMMARY_STEP])
     assert draft_job.arguments["step"] == "draft"
-    done = pipeline.handle_summary_step(draft_job)  # computes its own draft, B
+    done = handle_summary_step(draft_job)  # computes its own draft, B
     assert provider.calls == ["outline", "draft"]
     run = SummaryRun.objects.get(brief=other)
     with transaction.atomic(durable=True):
-        winner = store_artifact(run, "draft", Proposal({"text": "Artifact A: the stored winner."}, "p", "m"))
+        winner = do_store_artifact(run, "draft", Proposal({"text": "Artifact A: the stored winner."}, "p", "m"))
     complete_operation(draft_job, done, started=time.monotonic())
     run_pipeline()
     other.refresh_from_db()
@@ -178,8 +181,8 @@ def test_canonical_first__a_step_whose_artifact_is_stored_makes_no_provider_call
     brief = create_brief(editor)
     run = SummaryRun.objects.get(brief=brief)
     with transaction.atomic(durable=True):
-        store_artifact(run, "outline", Proposal({"text": "- Stored outline point."}, "p", "m"))
-        store_artifact(run, "draft", Proposal({"text": "A stored draft, long enough to pass."}, "p", "m"))
+        do_store_artifact(run, "outline", Proposal({"text": "- Stored outline point."}, "p", "m"))
+        do_store_artifact(run, "draft", Proposal({"text": "A stored draft, long enough to pass."}, "p", "m"))
     run_pipeline()
     assert provider.calls == ["headline"]
     assert brief.revisions.get().body == "A stored draft, long enough to pass."
@@ -195,11 +198,11 @@ def test_durable_dependencies__a_step_is_never_claimed_before_its_prerequisite_s
     run = SummaryRun.objects.get(brief=brief)
     outline = Operation.objects.get(key=step_key(brief.public_id, run.number, "outline"))
     with transaction.atomic():
-        draft = pipeline._enqueue_step(run, "draft", after=outline)
+        draft = summaries._enqueue_step(run, "draft", after=outline)
     Operation.objects.filter(id=draft.id).update(next_attempt_at=outline.next_attempt_at.replace(year=2000))
-    jobs = claim_operations(worker_id="idle", limit=10, kinds=[pipeline.SUMMARY_STEP])
+    jobs = claim_operations(worker_id="idle", limit=10, kinds=[SUMMARY_STEP])
     assert [job.arguments["step"] for job in jobs] == ["outline"]
-    assert claim_operations(worker_id="idle", limit=10, kinds=[pipeline.SUMMARY_STEP]) == []
+    assert claim_operations(worker_id="idle", limit=10, kinds=[SUMMARY_STEP]) == []
 
 
 # --- invariant 5: a crash at each boundary -----------------------------------------------------------
@@ -226,7 +229,7 @@ def test_atomic_continuation__crash_at_each_boundary_converges_on_one_artifact_p
     brief = create_brief(editor)
     crashed = []
     in_flight = threading.local()
-    handler = registry.get_handler(pipeline.SUMMARY_STEP)
+    handler = registry.get_handler(SUMMARY_STEP)
 
     def tracking_handler(job):
         in_flight.step = job.arguments["step"]
@@ -237,8 +240,8 @@ def test_atomic_continuation__crash_at_each_boundary_converges_on_one_artifact_p
             crashed.append(name)
             raise SimulatedCrash(name)
 
-    monkeypatch.setitem(registry._handlers, pipeline.SUMMARY_STEP, tracking_handler)
-    monkeypatch.setattr(pipeline, "crash_point", crash)
+    monkeypatch.setitem(registry._handlers, SUMMARY_STEP, tracking_handler)
+    monkeypatch.setattr(summaries, "crash_point", crash)
     monkeypatch.setattr("workers.runner.crash_point", crash)
     for _ in range(10):
         try:
@@ -249,7 +252,7 @@ def test_atomic_continuation__crash_at_each_boundary_converges_on_one_artifact_p
             Operation.objects.filter(status="running").update(lease_expires_at=brief.created_at.replace(year=2000))
     assert crashed == [boundary]
     run = SummaryRun.objects.get(brief=brief)
-    for name in pipeline.STEPS:
+    for name in STEPS:
         assert StepArtifact.objects.filter(identity=step_identity(brief.public_id, run.source_hash, name)).count() == 1
     assert brief.revisions.count() == 1
     assert {op.status for op in summary_operations(brief).values()} == {"succeeded"}
@@ -276,8 +279,8 @@ def test_retry_by_failure_kind__quality_gate_failure_is_a_dead_letter_after_one_
 @pytest.mark.django_db(transaction=True)
 def test_durable_dependencies__editing_the_source_supersedes_the_old_run_which_keeps_its_artifacts(editor, provider):
     brief = create_brief(editor)
-    (outline_job,) = claim_operations(worker_id="w", limit=1, kinds=[pipeline.SUMMARY_STEP])
-    assert run_job(outline_job) == "succeeded"
+    (outline_job,) = claim_operations(worker_id="w", limit=1, kinds=[SUMMARY_STEP])
+    assert run_operation(outline_job) == "succeeded"
     with transaction.atomic(durable=True):
         check_update_source_material(brief.public_id, source_material=SOURCE + " Talks resume.", acting_user=editor)
     run_pipeline()
@@ -328,7 +331,7 @@ def test_brief_page__shows_each_step_its_state_attempts_tokens_and_artifact(edit
     assert 'http-equiv="refresh"' in waiting
     run_pipeline()
     done = client.get(brief.get_absolute_url()).content.decode()
-    for step in pipeline.STEPS:
+    for step in STEPS:
         assert f'data-step="{step}" data-state="succeeded"' in done
     assert "counting-1" in done
     assert 'http-equiv="refresh"' not in done
@@ -340,12 +343,12 @@ def test_quality_gate__checks_are_deterministic():
         "draft": {"text": "A draft that is long enough."},
         "headline": {"text": "A headline"},
     }
-    assert pipeline.quality_problems(good) == []
-    assert pipeline.quality_problems({**good, "headline": {"text": ""}}) == ["the headline is missing"]
-    assert pipeline.quality_problems({**good, "draft": {"text": "Too short"}}) == [
+    assert quality_problems(good) == []
+    assert quality_problems({**good, "headline": {"text": ""}}) == ["the headline is missing"]
+    assert quality_problems({**good, "draft": {"text": "Too short"}}) == [
         "the draft has 9 characters; allowed 20 to 20000"
     ]
-    assert pipeline.quality_problems({**good, "headline": {"text": "one\ntwo"}}) == [
+    assert quality_problems({**good, "headline": {"text": "one\ntwo"}}) == [
         "the headline must be one line of at most 200 characters"
     ]
 

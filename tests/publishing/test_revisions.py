@@ -15,7 +15,8 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.db import IntegrityError, connection, transaction
 
-from publishing.actions import check_create_brief, check_create_revision
+from publishing.actions.briefs import check_create_brief
+from publishing.actions.revisions import check_create_revision
 from publishing.errors import InvalidInput, PermissionRefused, RevisionConflict
 from publishing.hashing import payload_hash
 from publishing.models import Brief, Revision

@@ -11,7 +11,7 @@ from pytest_django.asserts import assertContains, assertInHTML, assertNotContain
 
 from approvals.actions import check_decide_revision
 from approvals.models import Approval
-from publishing.actions import check_create_brief
+from publishing.actions.briefs import check_create_brief
 from publishing.models import Brief, Revision
 from publishing.roles import Role
 from tests.web import TO_LOGIN, Outcome, assert_outcome, client_for, db_counts, form_values, refused

@@ -20,11 +20,12 @@ from django.test import Client
 
 from approvals.actions import check_decide_revision
 from approvals.models import Approval
-from publishing.delivery import PUBLISH, VERIFY, publish_key
+from galley.reference_target import Faults, ReferenceTarget
+from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.models import Brief, Publication
-from publishing.reference_target import Faults, ReferenceTarget
 from publishing.roles import Role
-from workers.actions import claim_operations, enqueue_operation, fail_operation
+from workers.actions.claims import claim_operations, fail_operation
+from workers.actions.enqueue import enqueue_operation
 from workers.errors import FailureKind, OperationFailed
 from workers.models import Attempt, AuditEvent, KeyConflict, Operation
 from workers.runner import drain

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.db import IntegrityError, connection, transaction
 
-from publishing.actions import check_create_brief
+from publishing.actions.briefs import check_create_brief
 from publishing.models import Brief
 from workers.audit import record_audit_event
 from workers.models import AuditEvent

@@ -8,27 +8,27 @@ import threading
 import time
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import override_settings
 from django.utils import timezone
 
 from workers import registry
-from workers.actions import (
-    claim_operations,
-    complete_operation,
-    do_cancel_operation,
-    do_resolve_conflict,
-    do_retry_operation_now,
-    enqueue_operation,
-    fail_operation,
-    purge_finished_operations,
-    reconcile_expired_leases,
-    renew_lease,
-)
+from workers.actions.claims import claim_operations, complete_operation, fail_operation, renew_lease
+from workers.actions.enqueue import enqueue_operation
+from workers.actions.housekeeping import purge_finished_operations, reconcile_expired_leases
+from workers.actions.operator import do_cancel_operation, do_resolve_conflict, do_retry_operation_now
 from workers.errors import FailureKind, LeaseLost, OperationFailed
-from workers.models import Attempt, AuditEvent, Dependency, KeyConflict, Operation
+from workers.models import (
+    OPERATION_TRANSITIONS,
+    Attempt,
+    AuditEvent,
+    Dependency,
+    KeyConflict,
+    Operation,
+    OperationStatus,
+)
 from workers.policy import backoff_seconds
-from workers.registry import Done
+from workers.registry import Success
 from workers.runner import drain
 
 HASH_A = "a" * 64
@@ -169,14 +169,14 @@ def test_fencing__every_claim_increments_the_token_and_the_old_owner_writes_noth
     assert second.fencing_token == first.fencing_token + 1
     assert second.ambiguous  # the first attempt never recorded an outcome
     with pytest.raises(LeaseLost):
-        complete_operation(first, Done(result={"by": "w1"}), started=time.monotonic())
+        complete_operation(first, Success(result={"by": "w1"}), started=time.monotonic())
     with pytest.raises(LeaseLost):
         renew_lease(first)
     with pytest.raises(LeaseLost):
         fail_operation(first, OperationFailed(FailureKind.SERVER_ERROR, "late"), started=time.monotonic())
     operation = Operation.objects.get()
     assert (operation.status, operation.lease_owner, operation.result) == ("running", "w2", None)
-    complete_operation(second, Done(result={"by": "w2"}), started=time.monotonic())
+    complete_operation(second, Success(result={"by": "w2"}), started=time.monotonic())
     operation.refresh_from_db()
     assert (operation.status, operation.result) == ("succeeded", {"by": "w2"})
 
@@ -189,7 +189,7 @@ def test_fencing__lease_lost_rolls_back_the_domain_commit():
     claim("w2")
     written = []
     with pytest.raises(LeaseLost):
-        complete_operation(first, Done(commit=lambda: written.append(enqueue("k-next"))), started=time.monotonic())
+        complete_operation(first, Success(finalize=lambda: written.append(enqueue("k-next"))), started=time.monotonic())
     # The fenced update failed first, so the domain commit never ran.
     assert written == []
     assert not Operation.objects.filter(key="k-next").exists()
@@ -226,7 +226,7 @@ def test_durable_dependencies__dependent_enqueued_first_is_never_claimed_before_
     make_due(key="step:1")
     (retry,) = claim(limit=10)
     assert retry.key == "step:1"
-    complete_operation(retry, Done(), started=time.monotonic())
+    complete_operation(retry, Success(), started=time.monotonic())
     assert [job.key for job in claim(limit=10)] == ["step:2"]
 
 
@@ -383,11 +383,11 @@ def test_nothing_lost__reconciler_turns_exhausted_expired_operations_into_dead_l
 @pytest.mark.django_db
 def test_key_retention__purge_keeps_unfinished_and_recent_operations():
     old = timezone.now() - datetime.timedelta(days=40)
-    for key in ("done-old", "done-new", "pending-old", "prereq-old"):
+    for key in ("done-old", "done-new", "prereq-old"):
         enqueue(key)
-    Operation.objects.filter(key__in=["done-old", "done-new", "prereq-old"]).update(
-        status="succeeded", finished_at=timezone.now()
-    )
+    for claimed in claim(limit=10):
+        complete_operation(claimed, Success(), started=time.monotonic())
+    enqueue("pending-old")
     Operation.objects.filter(key__in=["done-old", "prereq-old"]).update(finished_at=old)
     Operation.objects.filter(key="pending-old").update(created_at=old)
     Dependency.objects.create(
@@ -396,6 +396,8 @@ def test_key_retention__purge_keeps_unfinished_and_recent_operations():
     )
     assert purge_finished_operations(older_than_days=30) == 1
     assert set(Operation.objects.values_list("key", flat=True)) == {"done-new", "pending-old", "prereq-old"}
+    # The purged operation's attempt went with it; the kept ones keep theirs.
+    assert Attempt.objects.count() == 2
 
 
 # --- invariant 13: audited, idempotent operator actions --------------------------------------------------
@@ -475,15 +477,22 @@ def test_audit__resolving_a_conflict_is_recorded_once(operator):
 def test_drain__runs_several_handlers_at_once_and_finishes_every_operation(handlers):
     lock = threading.Lock()
     state = {"now": 0, "max": 0}
+    four_at_once = threading.Event()
 
     def slow_echo(job):
         with lock:
             state["now"] += 1
             state["max"] = max(state["max"], state["now"])
-        time.sleep(0.2)
+            if state["now"] >= 4:
+                four_at_once.set()
+        # In flight until four handlers overlap, however slowly a loaded CPU starts the pool's threads
+        # (a fixed sleep would assume they start within it). A runner that never runs four at once
+        # makes the first handler give up after 10 s, and the assertion on the maximum below fails.
+        if not four_at_once.wait(timeout=10):
+            four_at_once.set()
         with lock:
             state["now"] -= 1
-        return Done(result={"key": job.key})
+        return Success(result={"key": job.key})
 
     handlers("test.echo", slow_echo)
     for index in range(12):
@@ -508,3 +517,37 @@ def test_drain__a_handler_bug_is_retried_bounded_not_lost(handlers):
     assert operation.status == "dead"
     assert "RuntimeError: bug in handler" in operation.last_error_message
     assert list(Attempt.objects.values_list("error_kind", flat=True)) == ["unexpected", "unexpected"]
+
+
+# --- the operation's state machine: one table, enforced by the database --------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("old", "new"), [(old, new) for old in OperationStatus.values for new in OperationStatus.values if old != new]
+)
+def test_operation_transitions__database_allows_exactly_the_moves_of_the_table(old, new):
+    # Lease and finish time set, so that only the transition trigger can refuse the move.
+    operation = Operation.objects.create(
+        key="k1",
+        kind="test.echo",
+        payload_hash=HASH_A,
+        subject_type="test",
+        subject_id="k1",
+        status=old,
+        max_attempts=3,
+        deadline=timezone.now() + datetime.timedelta(hours=1),
+        lease_owner="w1",
+        lease_expires_at=timezone.now() + datetime.timedelta(minutes=1),
+        finished_at=timezone.now(),
+    )
+    try:
+        with transaction.atomic():
+            Operation.objects.filter(id=operation.id).update(status=new)
+    except IntegrityError as refusal:
+        assert f"operation k1: status cannot go from {old} to {new}" in str(refusal)
+        moved = False
+    else:
+        moved = True
+    assert moved == (new in OPERATION_TRANSITIONS[old])
+    assert Operation.objects.get(id=operation.id).status == (new if moved else old)

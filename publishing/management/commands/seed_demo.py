@@ -11,8 +11,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from publishing.actions import ensure_role_groups
-from publishing.roles import Role
+from publishing.roles import Role, ensure_role_groups
 
 DEMO_USERS = [
     ("editor", Role.EDITOR, False),

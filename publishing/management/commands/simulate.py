@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from publishing.demo.simulation import DEFAULT_APPROVER, DEFAULT_EDITOR, run_simulation
 from publishing.errors import GalleyError
-from publishing.simulation import DEFAULT_APPROVER, DEFAULT_EDITOR, run_simulation
 
 
 class Command(BaseCommand):

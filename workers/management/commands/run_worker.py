@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workers.actions import reconcile_expired_leases
+from workers.actions.housekeeping import reconcile_expired_leases
 from workers.runner import default_worker_id, drain, seconds_until_due
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from publishing.ai_providers import (
+from publishing.clients.ai import (
     AIAuthError,
     AIConnectionError,
     AIInvalidResponse,
@@ -36,7 +36,7 @@ from publishing.ai_providers import (
     provider_from_settings,
 )
 from publishing.models import SummaryStep
-from publishing.pipeline import INSTRUCTIONS, quality_problems
+from publishing.summary_rules import INSTRUCTIONS, quality_problems
 from tests.fake_openai import FakeOpenAI
 from tests.processes import free_port, process_env, start, stop, wait_for_http
 
@@ -59,7 +59,7 @@ SYSTEM = {step: instruction for step, (instruction, _source) in INSTRUCTIONS.ite
 
 
 def prompt(step: str, material: str = MATERIAL) -> dict[str, str]:
-    """The keyword arguments the pipeline passes to complete() (publishing/pipeline.py)."""
+    """The keyword arguments the pipeline passes to complete() (publishing/handlers/summaries.py)."""
     return {"system": SYSTEM[step], "prompt": f"{SYSTEM[step]}\n\n{material}"}
 
 
@@ -189,13 +189,17 @@ def test_openai__invariant9_throttled_retry_after_seconds__ai_throttled(mock_pro
 
 @pytest.mark.parametrize("status", [429, 503])
 def test_openai__invariant9_throttled_retry_after_http_date__seconds_until_then(mock_provider, status):
-    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
-    provider = mock_provider(answering(status, headers={"Retry-After": when}))
+    when = (datetime.now(UTC) + timedelta(seconds=30)).replace(microsecond=0)  # an HTTP-date has whole seconds
+    provider = mock_provider(answering(status, headers={"Retry-After": format_datetime(when, usegmt=True)}))
+    before = datetime.now(UTC)
     with pytest.raises(AIThrottled) as caught:
         provider.complete(**prompt(SummaryStep.DRAFT), seed="s")
+    after = datetime.now(UTC)
     assert caught.value.status == status
     assert caught.value.retry_after is not None
-    assert 25 <= caught.value.retry_after <= 31
+    # Seconds from the moment the answer was read, which lies between `before` and `after` however slow
+    # this machine is.
+    assert (when - after).total_seconds() <= caught.value.retry_after <= (when - before).total_seconds()
 
 
 def test_openai__throttled_without_retry_after__retry_after_none(mock_provider):

@@ -19,9 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from publishing.hashing import payload_hash
-from publishing.reference_target import Faults, ReferenceTarget
-from publishing.target_client import (
+from galley.reference_target import Faults, ReferenceTarget
+from publishing.clients.target import (
     Receipt,
     TargetAmbiguous,
     TargetAuthError,
@@ -36,6 +35,7 @@ from publishing.target_client import (
     TargetThrottled,
     TargetTimeout,
 )
+from publishing.hashing import payload_hash
 from tests.processes import free_port
 
 TOKEN = "target-test-token"
@@ -340,12 +340,18 @@ def test_publish__two_concurrent_same_key__one_201_other_409_or_replay_ledger_on
 
 
 def test_publish__duplicate_while_first_in_flight__409_in_progress_then_replay(start_target):
-    target = start_target(Faults(latency_ms=600))
+    target = start_target(Faults(latency_ms=2000))
     results: list[tuple[Receipt, bool]] = []
     with client_for(target) as client:
         first = threading.Thread(target=lambda: results.append(publish(client)))
         first.start()
-        time.sleep(0.2)
+        # The duplicate goes once the first request holds the key (the target's in-flight set), however
+        # slowly a loaded CPU gets it there; a fixed pause would assume it had. The latency leaves ample
+        # time for the duplicate to arrive while the first is still held.
+        deadline = time.monotonic() + 10
+        while key("brief-042", 1) not in target._in_flight:
+            assert time.monotonic() < deadline, "the first request never reached the target"
+            time.sleep(0.01)
         with pytest.raises(TargetInProgress) as caught:
             publish(client)
         first.join(10)
@@ -375,7 +381,9 @@ def test_publish__invariant9_500__server_error_nothing_applied(start_target):
 
 def test_publish__invariant9_commit_then_hang__timeout_but_applied_and_found_by_lookup(start_target):
     target = start_target(Faults(rate_hang=1.0, hang_seconds=5))
-    with client_for(target, timeout=0.5) as client:
+    # The client waits long enough for the commit even on a loaded CPU (the ledger is read right after),
+    # and gives up well before the hang ends.
+    with client_for(target, timeout=2.0) as client:
         with pytest.raises(TargetTimeout) as caught:
             publish(client)
         assert isinstance(caught.value, TargetAmbiguous)
@@ -414,16 +422,53 @@ def test_health(target):
     assert httpx.get(f"{target.url}/_health", timeout=5).json() == {"status": "ok"}
 
 
-# --- the command as a real process ----------------------------------------------------------
+# --- the program as a real process ----------------------------------------------------------
+
+
+def target_env(**overrides: str) -> dict[str, str]:
+    """This environment without Django's settings, Galley's database or a target token, plus overrides."""
+    unset = {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "GALLEY_TARGET_TOKEN"}
+    return {**{k: v for k, v in os.environ.items() if k not in unset}, **overrides}
+
+
+def refused(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m galley.reference_target *args` on a free port and a scratch file, expected to refuse to start."""
+    argv = [sys.executable, "-m", "galley.reference_target", "--port", "0", "--db", str(tmp_path / "t.sqlite3"), *args]
+    result = subprocess.run(argv, cwd=BASE_DIR, env=target_env(), capture_output=True, text=True, timeout=60)
+    assert not (tmp_path / "t.sqlite3").exists()
+    return result
+
+
+def test_program__imports_no_django():
+    check = (
+        "import sys, galley.reference_target.__main__; "
+        "loaded = [m for m in sys.modules if m == 'django' or m.startswith('django.')]; "
+        "assert not loaded, loaded"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", check], cwd=BASE_DIR, env=target_env(), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_program__no_token__exits_2_naming_the_option_and_variable(tmp_path):
+    result = refused(tmp_path)
+    assert result.returncode == 2
+    assert "no bearer token: pass --token or set GALLEY_TARGET_TOKEN" in result.stderr
+
+
+def test_program__fault_rate_out_of_range__exits_2_with_the_reason(tmp_path):
+    result = refused(tmp_path, "--token", TOKEN, "--rate-503", "1.5")
+    assert result.returncode == 2
+    assert "rate_503 must be a probability between 0 and 1, got 1.5" in result.stderr
 
 
 @pytest.mark.acceptance
-def test_run_reference_target__serves_publish__sigterm_exits_zero(tmp_path):
+def test_program__serves_publish__sigterm_exits_zero(tmp_path):
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update(DEBUG="true", GALLEY_VAR_DIR=str(tmp_path), GALLEY_TARGET_TOKEN=TOKEN)
+    env = target_env(GALLEY_VAR_DIR=str(tmp_path), GALLEY_TARGET_TOKEN=TOKEN)
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "run_reference_target", "--port", str(port), "--seed", "1"],
+        [sys.executable, "-m", "galley.reference_target", "--port", str(port), "--seed", "1"],
         cwd=BASE_DIR,
         env=env,
         stdout=subprocess.PIPE,

@@ -12,10 +12,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from approvals.models import Approval
-from publishing.delivery import PUBLISH, publish_key
+from publishing.demo.simulation import SimulationError, run_simulation
+from publishing.identities import PUBLISH, publish_key
 from publishing.models import Brief, Revision
 from publishing.roles import Role
-from publishing.simulation import SimulationError, run_simulation
 from workers.models import Operation
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -24,11 +24,7 @@ client never retries: retry policy belongs to the worker that owns the operation
 from __future__ import annotations
 
 import json
-import math
-import threading
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from html.parser import HTMLParser
 from types import TracebackType
 from typing import Any
@@ -36,47 +32,41 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from publishing.clients import http
+
 DEFAULT_URL = "http://127.0.0.1:8001"
 DEFAULT_TIMEOUT_SECONDS = 10.0
 
 
-class TargetError(Exception):
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
-    def __str__(self) -> str:
-        return self.message if self.status is None else f"{self.message} (HTTP {self.status})"
+class TargetError(http.ServiceError):
+    pass
 
 
 class TargetAmbiguous(TargetError):
     """The request may or may not have been applied."""
 
 
-class TargetTimeout(TargetAmbiguous):
+class TargetTimeout(TargetAmbiguous, http.ServiceTimeout):
     pass
 
 
-class TargetConnectionError(TargetAmbiguous):
+class TargetConnectionError(TargetAmbiguous, http.ServiceConnectionError):
     pass
 
 
-class TargetThrottled(TargetError):
-    def __init__(self, message: str, *, status: int, retry_after: float | None) -> None:
-        super().__init__(message, status=status)
-        self.retry_after = retry_after
-
-
-class TargetServerError(TargetError):
+class TargetThrottled(TargetError, http.ServiceThrottled):
     pass
 
 
-class TargetRejected(TargetError):
+class TargetServerError(TargetError, http.ServiceServerError):
     pass
 
 
-class TargetAuthError(TargetError):
+class TargetRejected(TargetError, http.ServiceRejected):
+    pass
+
+
+class TargetAuthError(TargetError, http.ServiceAuthError):
     pass
 
 
@@ -98,7 +88,7 @@ class TargetNotFound(TargetError):
     pass
 
 
-class TargetInvalidResponse(TargetError):
+class TargetInvalidResponse(TargetError, http.ServiceInvalidResponse):
     pass
 
 
@@ -110,26 +100,6 @@ class Receipt:
     revision: int
     payload_hash: str
     permalink: str
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait, from Retry-After as delta-seconds or HTTP-date; None if absent or unreadable."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return seconds if math.isfinite(seconds) and seconds >= 0 else None
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 class _HashMetaFinder(HTMLParser):
@@ -333,7 +303,7 @@ class TargetClient:
         """The exception for a non-success status (raised by the caller)."""
         status = response.status_code
         if status in (429, 503):
-            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            retry_after = http.parse_retry_after(response.headers.get("Retry-After"))
             wait = f"retry after {retry_after:g}s" if retry_after is not None else "no Retry-After given"
             return TargetThrottled(
                 f"The target is throttling or unavailable; {wait}", status=status, retry_after=retry_after
@@ -371,29 +341,12 @@ class TargetClient:
 
 
 def shared_from_settings() -> TargetClient:
-    """The process's one client for settings.GALLEY_TARGET_URL / _TOKEN / _TIMEOUT_SECONDS (read
-    now), shared by every worker thread.
-
-    httpx clients are thread-safe, and building one costs 40-55 ms (it loads the CA bundle,
-    even for http://), more than a publish itself. A changed configuration replaces it.
-    """
-    global _shared
-    config = _settings_config()
-    with _shared_lock:
-        if _shared is None or _shared[0] != config:
-            if _shared is not None:
-                _shared[1].close()
-            _shared = (config, TargetClient(**config))
-        return _shared[1]
+    """The process's one client for settings.GALLEY_TARGET_URL / _TOKEN / _TIMEOUT_SECONDS (read now)."""
+    return _shared.get(
+        base_url=getattr(settings, "GALLEY_TARGET_URL", DEFAULT_URL),
+        token=getattr(settings, "GALLEY_TARGET_TOKEN", ""),
+        timeout=float(getattr(settings, "GALLEY_TARGET_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)),
+    )
 
 
-def _settings_config() -> dict[str, Any]:
-    return {
-        "base_url": getattr(settings, "GALLEY_TARGET_URL", DEFAULT_URL),
-        "token": getattr(settings, "GALLEY_TARGET_TOKEN", ""),
-        "timeout": float(getattr(settings, "GALLEY_TARGET_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)),
-    }
-
-
-_shared: tuple[dict[str, Any], TargetClient] | None = None
-_shared_lock = threading.Lock()
+_shared: http.SharedPerProcess[TargetClient] = http.SharedPerProcess(TargetClient)

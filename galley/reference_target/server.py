@@ -1,7 +1,9 @@
 """The bundled reference publishing target: a separate HTTP service speaking PRODUCT.md §7.4.
 
 It stands in for a real publishing service (WordPress and the like) in development and in
-tests, so it deliberately shares nothing with Galley: no Django, no ORM, no Galley database.
+tests, so it deliberately shares nothing with Galley: no Django, no ORM, no Galley database,
+only the standard library. It runs as its own program, ``python -m galley.reference_target``
+(see ``__main__``), or in a thread of a test through ``ReferenceTarget``.
 Its state is one SQLite file (WAL mode, a fresh connection per request, every application in
 a ``BEGIN IMMEDIATE`` transaction so concurrent writers serialise on the file lock).
 
@@ -290,7 +292,8 @@ class _Store:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        assert row is not None
+        if row is None:  # inserted by this very transaction: cannot be missing
+            raise RuntimeError(f"publication {publication_id} was not found right after its insert")
         return 201, _receipt(row)
 
 
@@ -508,59 +511,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(status, response)
 
 
-class ServedFromThread:
-    """An HTTP server bound on construction and served from a daemon thread by start().
-
-    Subclasses bind `self._server` and call `_bound()`; `pause()` sleeps but wakes at once
-    when the server stops, so stop() never waits out an injected hang.
-    """
-
-    thread_name = "http-server"
-    _server: ThreadingHTTPServer
-
-    def _bound(self, host: str) -> None:
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.host = host
-        self.port: int = self._server.server_address[1]
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def pause(self, seconds: float) -> None:
-        self._stopping.wait(seconds)
-
-    def start(self) -> Self:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name=self.thread_name, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-
-class ReferenceTarget(ServedFromThread):
+class ReferenceTarget:
     """The target as an object: bound on construction, served from a thread by start().
 
     For unit tests: ``with ReferenceTarget(db_path=..., token=...) as target: target.url``.
     Port 0 picks a free port; ``url`` has the real one.
     """
-
-    thread_name = "reference-target"
 
     def __init__(
         self,
@@ -581,8 +537,15 @@ class ReferenceTarget(ServedFromThread):
         self._random_lock = threading.Lock()
         self._in_flight: set[str] = set()
         self._in_flight_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
         self._server = _Server((host, port), self)
-        self._bound(host)
+        self.host = host
+        self.port: int = self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
 
     @property
     def public_url(self) -> str:
@@ -613,9 +576,34 @@ class ReferenceTarget(ServedFromThread):
         with self._in_flight_lock:
             self._in_flight.discard(operation_key)
 
+    def pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when the target stops, so stop() never waits out a hang."""
+        self._stopping.wait(seconds)
+
     def ledger(self) -> list[dict[str, Any]]:
         with self.store.connect() as conn:
             return self.store.ledger(conn)
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="reference-target", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 def serve(
@@ -652,5 +640,5 @@ def serve(
             time.sleep(0.1)
     finally:
         target.stop()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -28,10 +28,11 @@ from django.db import connection, transaction
 from approvals.actions import check_decide_revision
 from approvals.errors import StaleApproval
 from approvals.models import Approval
-from publishing.actions import check_create_brief, check_create_revision, ensure_role_groups
+from publishing.actions.briefs import check_create_brief
+from publishing.actions.revisions import check_create_revision
 from publishing.errors import GalleyError
 from publishing.models import Revision
-from publishing.roles import Role, has_role
+from publishing.roles import Role, ensure_role_groups, has_role
 
 DEFAULT_EDITOR = "sim-editor"
 DEFAULT_APPROVER = "sim-approver"

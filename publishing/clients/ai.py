@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import random
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
 from django.conf import settings
 
-from publishing.target_client import parse_retry_after
+from publishing.clients import http
 
 
 @dataclass(frozen=True)
@@ -27,40 +26,35 @@ class Completion:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-class AIError(Exception):
-    def __init__(self, message: str, *, status: int | None = None, usage: dict[str, int] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.usage = usage or {}
-
-
-class AITimeout(AIError):
+class AIError(http.ServiceError):
     pass
 
 
-class AIConnectionError(AIError):
+class AITimeout(AIError, http.ServiceTimeout):
     pass
 
 
-class AIThrottled(AIError):
-    def __init__(self, message: str, *, status: int, retry_after: float | None) -> None:
-        super().__init__(message, status=status)
-        self.retry_after = retry_after
-
-
-class AIServerError(AIError):
+class AIConnectionError(AIError, http.ServiceConnectionError):
     pass
 
 
-class AIRejected(AIError):
+class AIThrottled(AIError, http.ServiceThrottled):
+    pass
+
+
+class AIServerError(AIError, http.ServiceServerError):
+    pass
+
+
+class AIRejected(AIError, http.ServiceRejected):
     """400/404/422: the request itself is wrong (e.g. context too long); retrying cannot help."""
 
 
-class AIAuthError(AIError):
+class AIAuthError(AIError, http.ServiceAuthError):
     """401/403: an operator must fix the key or the account."""
 
 
-class AIInvalidResponse(AIError):
+class AIInvalidResponse(AIError, http.ServiceInvalidResponse):
     pass
 
 
@@ -148,7 +142,7 @@ class OpenAIProvider:
             return self._completion(response)
         detail = response.text[:300]
         if status in (429, 503):
-            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            retry_after = http.parse_retry_after(response.headers.get("Retry-After"))
             raise AIThrottled(f"AI provider throttled ({status}): {detail}", status=status, retry_after=retry_after)
         if status in (401, 403):
             raise AIAuthError(f"AI provider refused the credentials ({status}): {detail}", status=status)
@@ -176,30 +170,18 @@ class OpenAIProvider:
 
 
 def provider_from_settings() -> AIProvider:
-    """The configured provider, read from settings at call time, shared by the process's threads.
-
-    An OpenAIProvider holds an httpx client (thread-safe), whose construction costs tens of
-    milliseconds; a changed configuration replaces it.
-    """
-    global _shared
+    """The configured provider, read from settings at call time, shared by the process's threads."""
     name = settings.GALLEY_AI_PROVIDER
     if name == "offline":
         return OfflineProvider()
     if name != "openai":
         raise ValueError(f"Unknown GALLEY_AI_PROVIDER {name!r}; use offline or openai")
-    config = {
-        "base_url": settings.GALLEY_AI_BASE_URL,
-        "api_key": settings.GALLEY_AI_API_KEY,
-        "model": settings.GALLEY_AI_MODEL,
-        "timeout": settings.GALLEY_AI_TIMEOUT_SECONDS,
-    }
-    with _shared_lock:
-        if _shared is None or _shared[0] != config:
-            if _shared is not None:
-                _shared[1].close()
-            _shared = (config, OpenAIProvider(**config))
-        return _shared[1]
+    return _shared.get(
+        base_url=settings.GALLEY_AI_BASE_URL,
+        api_key=settings.GALLEY_AI_API_KEY,
+        model=settings.GALLEY_AI_MODEL,
+        timeout=settings.GALLEY_AI_TIMEOUT_SECONDS,
+    )
 
 
-_shared: tuple[dict[str, Any], OpenAIProvider] | None = None
-_shared_lock = threading.Lock()
+_shared: http.SharedPerProcess[OpenAIProvider] = http.SharedPerProcess(OpenAIProvider)

@@ -1,0 +1,118 @@
+"""Immutable revisions and the brief's status moves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from publishing.errors import InvalidInput, NotFound, RevisionConflict
+from publishing.hashing import PayloadError, payload_hash
+from publishing.identities import revision_subject_id
+from publishing.models import Brief, Revision, SummaryRun
+from publishing.roles import AnyUser, Role, require_role
+from publishing.selectors import access_brief, get_canonical_artifacts, get_latest_revision
+from publishing.summary_rules import suggested_payload
+from publishing.validation import clean_text
+from workers.audit import record_audit_event
+
+TITLE_MAX_CHARS = 200
+
+_S = Brief.Status
+# Every status move a brief may make, in one place; do_change_brief_status enforces it for all
+# of them. Another approver's later decision on the same revision may follow a request for
+# changes; publishing follows an approval.
+BRIEF_TRANSITIONS: dict[str, set[str]] = {
+    _S.DRAFTING: {_S.IN_REVIEW},
+    _S.IN_REVIEW: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED},
+    _S.CHANGES_REQUESTED: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED},
+    _S.APPROVED: {_S.IN_REVIEW, _S.APPROVED, _S.PUBLISHED},
+    _S.PUBLISHED: {_S.IN_REVIEW},
+}
+
+
+def do_change_brief_status(brief: Brief, status: str) -> str:
+    """Move the brief (whose row the caller has locked) to `status`; returns the old status."""
+    old = brief.status
+    if status not in BRIEF_TRANSITIONS[old]:
+        raise InvalidInput(f"{brief.public_id} cannot go from {old} to {status}.")
+    brief.status = status
+    brief.updated_at = timezone.now()
+    brief.save(update_fields=["status", "updated_at"])
+    return old
+
+
+def check_create_revision(
+    public_id: str, *, base_number: Any, title: Any, body: Any, acting_user: AnyUser
+) -> tuple[Revision, bool]:
+    """Write the editor's text as the next revision of the brief, if nobody wrote one meanwhile.
+
+    `base_number` is the revision the editor started from (0 for the first). Returns the
+    revision and whether it was created. Raises RevisionConflict (nothing written) when a
+    newer revision exists.
+    """
+    acting_user = require_role(acting_user, Role.EDITOR, to="edit briefs")
+    try:
+        base = int(base_number)
+    except (TypeError, ValueError):
+        base = -1
+    if base < 0:
+        raise InvalidInput("The revision you edited is missing or not a valid number; reload the page.")
+    payload = {
+        "title": clean_text(title, field="Title", max_chars=TITLE_MAX_CHARS, required=True),
+        "body": clean_text(body, field="Body", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=True),
+    }
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    return do_create_revision(brief, base_number=base, payload=payload, acting_user=acting_user)
+
+
+@transaction.atomic(savepoint=False)
+def do_create_revision(
+    brief: Brief, *, base_number: int, payload: dict[str, Any], acting_user: User
+) -> tuple[Revision, bool]:
+    """Caller holds the brief's row lock, which serialises revision numbering per brief.
+
+    Idempotent for a repeated submission: the same text on the same base returns the revision
+    it already created, and text equal to the latest revision writes nothing.
+    """
+    try:
+        digest = payload_hash(payload)
+    except PayloadError as exc:
+        raise InvalidInput(str(exc)) from None
+    latest = get_latest_revision(brief)
+    latest_number = latest.number if latest is not None else 0
+    if latest is not None and latest.payload_hash == digest and base_number in (latest_number, latest_number - 1):
+        return latest, False
+    if base_number != latest_number:
+        raise RevisionConflict(newer=latest, base_number=base_number)
+
+    revision = Revision.objects.create(
+        brief=brief, number=latest_number + 1, payload=payload, payload_hash=digest, author=acting_user
+    )
+    old_status = do_change_brief_status(brief, Brief.Status.IN_REVIEW)
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="revision.created",
+        subject_type="revision",
+        subject_id=revision_subject_id(brief.public_id, revision.number),
+        old_state={"status": old_status, "latest_revision": latest_number},
+        new_state={"status": brief.status, "latest_revision": revision.number, "payload_hash": digest},
+    )
+    return revision, True
+
+
+def check_use_suggestion(public_id: str, *, run_number: Any, acting_user: AnyUser) -> tuple[Revision, bool]:
+    """Turn a completed run's suggested draft into the brief's next revision, as the editor's own."""
+    acting_user = require_role(acting_user, Role.EDITOR, to="edit briefs")
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    run = brief.summary_runs.filter(number=run_number, status=SummaryRun.Status.COMPLETED, suggestion=True).first()
+    if run is None:
+        raise NotFound(f"{public_id} has no completed suggestion from summary run {run_number}.")
+    latest = get_latest_revision(brief)
+    payload = suggested_payload(get_canonical_artifacts(run))
+    return do_create_revision(
+        brief, base_number=latest.number if latest else 0, payload=payload, acting_user=acting_user
+    )

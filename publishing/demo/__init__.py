@@ -1,0 +1,1 @@
+"""Demo tools: the simulation behind `manage.py simulate` (editors and approvers racing each other)."""

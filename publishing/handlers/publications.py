@@ -1,0 +1,132 @@
+"""The `publish` and `verify` handlers, run by workers after the intent committed.
+
+Each makes its network calls with no database transaction open and maps every target answer to a
+failure kind (handlers.failures); the domain's writes go to publishing.actions.publications as
+the Success's finalize, which runs in the fenced finalize transaction: the publication and its
+verification intent commit together with the publish operation's success, or not at all
+(invariant 5).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from approvals.selectors import get_valid_approval
+from publishing.actions.publications import do_record_publication, do_record_verification
+from publishing.clients import target
+from publishing.handlers.failures import call_service
+from publishing.identities import PUBLISH
+from publishing.models import Revision
+from publishing.selectors import get_newer_attempted_publish, get_newer_published_revision, get_publication
+from workers.actions.claims import renew_lease
+from workers.crashpoints import crash_point
+from workers.errors import FailureKind, OperationFailed, Superseded
+from workers.registry import ClaimedOperation, Success
+
+logger = logging.getLogger(__name__)
+
+
+def _check_receipt(claimed: ClaimedOperation, receipt: target.Receipt) -> target.Receipt:
+    if receipt.payload_hash != claimed.payload_hash:
+        raise OperationFailed(
+            FailureKind.KEY_CONFLICT,
+            f"the target holds {claimed.key} with payload {receipt.payload_hash[:12]}…, "
+            f"not the approved {claimed.payload_hash[:12]}…",
+            conflicting_payload_hash=receipt.payload_hash,
+        )
+    return receipt
+
+
+def handle_publish(claimed: ClaimedOperation) -> Success:
+    """Send revision N with an approval of exactly N and its hash; never after a newer one was published.
+
+    An ambiguous attempt (the previous one may have reached the target) looks the key up
+    first and adopts what the target holds instead of sending again.
+    """
+    number = int(claimed.arguments["revision"])
+    revision = Revision.objects.select_related("brief").get(brief__public_id=claimed.subject_id, number=number)
+    if revision.payload_hash != claimed.payload_hash:
+        raise OperationFailed(
+            FailureKind.INVALID,
+            f"{claimed.key} carries hash {claimed.payload_hash[:12]}…, revision {number} has another",
+        )
+    if get_valid_approval(revision) is None:
+        raise OperationFailed(
+            FailureKind.INVALID,
+            f"no approval of revision {number} with hash {revision.payload_hash[:12]}… exists; refusing to publish",
+        )
+    client = target.shared_from_settings()
+    if claimed.ambiguous:
+        found = call_service(lambda: client.lookup(claimed.key))
+        if found is not None:
+            logger.info("adopting the target's existing publication", extra=claimed.log_extra())
+            return _published(claimed, revision, _check_receipt(claimed, found), applied=False)
+    newer = get_newer_published_revision(revision)
+    if newer is not None:
+        raise Superseded(f"revision {newer} of {claimed.subject_id} is already published")
+    # Never send revision N once a newer revision's publish may have reached the target (it has
+    # made an attempt): in the normal order the newer one waits for this one, so this only
+    # stops an older intent revived late, e.g. by an operator.
+    attempted = get_newer_attempted_publish(revision)
+    if attempted is not None:
+        raise Superseded(f"revision {attempted} of {claimed.subject_id} may already be at the target")
+    # Fence check immediately before the side effect: a worker that lost its lease stops here.
+    renew_lease(claimed)
+    try:
+        receipt, applied = call_service(
+            lambda: client.publish(
+                operation_key=claimed.key,
+                brief_id=claimed.subject_id,
+                revision=number,
+                payload_hash=revision.payload_hash,
+                payload=revision.payload,
+            )
+        )
+    except OperationFailed as failure:
+        if failure.kind != FailureKind.KEY_CONFLICT:
+            raise
+        # Record what the target holds under our key, for the operator who resolves it.
+        held = call_service(lambda: client.lookup(claimed.key))
+        raise OperationFailed(
+            FailureKind.KEY_CONFLICT,
+            failure.message,
+            http_status=failure.http_status,
+            conflicting_payload_hash=held.payload_hash if held is not None else "",
+        ) from failure
+    crash_point("after_target_response", kind=PUBLISH)
+    return _published(claimed, revision, _check_receipt(claimed, receipt), applied=applied)
+
+
+def _published(claimed: ClaimedOperation, revision: Revision, receipt: target.Receipt, *, applied: bool) -> Success:
+    return Success(
+        result={"external_id": receipt.id, "permalink": receipt.permalink, "first_application": applied},
+        finalize=lambda: do_record_publication(
+            revision,
+            publish_operation_id=claimed.operation_id,
+            external_id=receipt.id,
+            permalink=receipt.permalink,
+        ),
+    )
+
+
+def handle_verify(claimed: ClaimedOperation) -> Success:
+    """Done means observed (invariant 10): the read-back and the permalink both show the approved hash."""
+    publication = get_publication(claimed.arguments["publish_key"])
+    client = target.shared_from_settings()
+    receipt = call_service(lambda: client.read_back(publication.external_id))
+    if receipt.payload_hash != claimed.payload_hash:
+        raise OperationFailed(
+            FailureKind.INVALID,
+            f"read-back of {publication.external_id} shows payload {receipt.payload_hash[:12]}…, "
+            f"not the approved {claimed.payload_hash[:12]}…",
+        )
+    page_hash = call_service(lambda: client.fetch_permalink(receipt.permalink))
+    if page_hash != claimed.payload_hash:
+        raise OperationFailed(
+            FailureKind.SERVER_ERROR,
+            f"the permalink {receipt.permalink} shows payload {page_hash[:12]}…, not {claimed.payload_hash[:12]}… yet",
+        )
+    return Success(
+        result={"permalink": receipt.permalink, "verified_hash": page_hash},
+        finalize=lambda: do_record_verification(publication),
+    )

@@ -1,0 +1,20 @@
+"""Input checks shared by every check_* action: each refusal says what to fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from publishing.errors import InvalidInput
+
+
+def clean_text(value: Any, *, field: str, max_chars: int, required: bool) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text.")
+    if "\x00" in value:
+        raise InvalidInput(f"{field} contains a NUL character, which cannot be stored.")
+    value = value.strip()
+    if required and not value:
+        raise InvalidInput(f"{field} is required.")
+    if len(value) > max_chars:
+        raise InvalidInput(f"{field} is {len(value):,} characters long; the limit is {max_chars:,}.")
+    return value
