@@ -5,7 +5,9 @@ from __future__ import annotations
 from html import escape
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from pytest_django.asserts import assertContains, assertInHTML, assertNotContains
 
@@ -475,3 +477,50 @@ def test_admin__operator_not_staff__sent_to_admin_login(client, operator):
     client.force_login(operator)
 
     assert client.get("/admin/")["Location"] == "/admin/login/?next=/admin/"
+
+
+# --- query counts on the hot pages: pinned, and independent of how much there is to show ---------------
+
+
+def _queries_for(client: Client, path: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(path)
+    assert response.status_code == 200
+    return len(captured)
+
+
+def test_query_count__dashboard__pinned_and_independent_of_brief_count(editor, django_assert_num_queries):
+    client = client_for(editor)
+    check_create_brief(title="Brief 1", source_material="", acting_user=editor)
+    few = _queries_for(client, "/")
+    for number in range(2, 26):
+        check_create_brief(title=f"Brief {number}", source_material="", acting_user=editor)
+    with django_assert_num_queries(few):
+        client.get("/")
+    assert few <= 6
+
+
+def test_query_count__brief_and_revision_pages__independent_of_revisions_and_decisions(
+    brief, revise, editor, make_user
+):
+    client = client_for(editor)
+
+    def revise_and_decide(number: int, *, decisions: int) -> None:
+        revision = revise(brief, f"Revision {number}: the strike goes on.")
+        for index in range(decisions):
+            check_decide_revision(
+                brief.public_id,
+                revision_number=revision.number,
+                payload_hash=revision.payload_hash,
+                decision=Approval.Decision.CHANGES_REQUESTED,
+                acting_user=make_user(f"approver-{number}-{index}", Role.APPROVER),
+            )
+
+    for number in (1, 2):
+        revise_and_decide(number, decisions=1)
+    brief_page = _queries_for(client, f"/briefs/{brief.public_id}/")
+    revision_page = _queries_for(client, f"/briefs/{brief.public_id}/revisions/2/")
+    for number in range(3, 9):
+        revise_and_decide(number, decisions=3)
+    assert _queries_for(client, f"/briefs/{brief.public_id}/") == brief_page
+    assert _queries_for(client, f"/briefs/{brief.public_id}/revisions/8/") == revision_page
