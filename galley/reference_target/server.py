@@ -10,7 +10,7 @@ a ``BEGIN IMMEDIATE`` transaction so concurrent writers serialise on the file lo
 Endpoints
     POST /v1/publications            apply once per Idempotency-Key (bearer token)
     GET  /v1/publications?operation_key=K, GET /v1/publications/{id}   look-up and read-back (bearer token)
-    GET  /articles/{id}              the published page, with <meta name="galley-payload-hash">
+    GET  /articles/{id}              the published page: the article's title and body, no other markup
     GET  /_ledger                    every first application, in order (for tests and operators)
     GET  /_health                    liveness
 
@@ -305,7 +305,6 @@ def _article_html(row: sqlite3.Row) -> str:
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{title}</title>\n"
-        f'<meta name="galley-payload-hash" content="{html.escape(row["payload_hash"])}">\n'
         f"</head>\n<body>\n<article>\n<h1>{title}</h1>\n{body}\n</article>\n</body>\n</html>\n"
     )
 

@@ -102,16 +102,27 @@ class Receipt:
     permalink: str
 
 
-class _HashMetaFinder(HTMLParser):
+class _PageText(HTMLParser):
+    """The text a reader sees: character references decoded, scripts and styles left out."""
+
+    HIDDEN = frozenset({"script", "style", "template", "noscript"})
+
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.found: str | None = None
+        self.parts: list[str] = []
+        self._hidden = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "meta" and self.found is None:
-            values = dict(attrs)
-            if values.get("name") == "galley-payload-hash":
-                self.found = (values.get("content") or "").strip() or None
+        if tag in self.HIDDEN:
+            self._hidden += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.HIDDEN and self._hidden:
+            self._hidden -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.parts.append(data)
 
 
 class TargetClient:
@@ -232,21 +243,21 @@ class TargetClient:
         return receipt
 
     def fetch_permalink(self, url: str) -> str:
-        """The payload hash the published page carries in <meta name="galley-payload-hash">.
+        """The text of the published page at `url` as a reader sees it (markup removed).
 
-        Pages are public: the bearer token is not sent, so a permalink on another host never sees it.
+        §7.4 defines no markup on the page, so this returns no more than the text; the caller
+        decides whether it shows the article. Pages are public: the bearer token is not sent,
+        so a permalink on another host never sees it.
         """
         response = self._send("GET", url, headers={"Accept": "text/html"}, follow_redirects=True)
         if response.status_code == 404:
             raise TargetNotFound(f"Nothing is published at {url}", status=404)
         if response.status_code != 200:
             raise self._error(response)
-        finder = _HashMetaFinder()
-        finder.feed(response.text)
-        finder.close()
-        if finder.found is None:
-            raise TargetInvalidResponse(f"The page at {url} has no galley-payload-hash meta tag", status=200)
-        return finder.found
+        reader = _PageText()
+        reader.feed(response.text)
+        reader.close()
+        return " ".join(reader.parts)
 
     # --- plumbing --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH
 from publishing.models import Revision
 from publishing.selectors import get_newer_attempted_publish, get_newer_published_revision, get_publication
+from publishing.verification import shows_title
 from workers.actions.claims import renew_lease
 from workers.crashpoints import crash_point
 from workers.errors import FailureKind, OperationFailed, Superseded
@@ -110,7 +111,9 @@ def _published(claimed: ClaimedOperation, revision: Revision, receipt: target.Re
 
 
 def handle_verify(claimed: ClaimedOperation) -> Success:
-    """Done means observed (invariant 10): the read-back and the permalink both show the approved hash."""
+    """Done means observed (invariant 10): the target's read-back holds the approved payload hash,
+    and the permalink answers with a page that shows the approved title. Only what §7.4 defines
+    is used: no extra markup on the page."""
     publication = get_publication(claimed.arguments["publish_key"])
     client = target.shared_from_settings()
     receipt = call_service(lambda: client.read_back(publication.external_id))
@@ -120,13 +123,14 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
             f"read-back of {publication.external_id} shows payload {receipt.payload_hash[:12]}…, "
             f"not the approved {claimed.payload_hash[:12]}…",
         )
-    page_hash = call_service(lambda: client.fetch_permalink(receipt.permalink))
-    if page_hash != claimed.payload_hash:
+    page_text = call_service(lambda: client.fetch_permalink(receipt.permalink))
+    title = str(publication.revision.payload["title"])
+    if not shows_title(page_text, title):
         raise OperationFailed(
             FailureKind.SERVER_ERROR,
-            f"the permalink {receipt.permalink} shows payload {page_hash[:12]}…, not {claimed.payload_hash[:12]}… yet",
+            f"the permalink {receipt.permalink} does not show the approved title {title[:80]!r} yet",
         )
     return Success(
-        result={"permalink": receipt.permalink, "verified_hash": page_hash},
+        result={"permalink": receipt.permalink, "verified_hash": receipt.payload_hash, "title_shown": True},
         finalize=lambda: do_record_verification(publication),
     )

@@ -289,26 +289,23 @@ def test_read_back__404__not_found():
     fails(answer(404, {"error": "not_found"}), TargetNotFound, lambda client: client.read_back("pub-9"))
 
 
-def test_fetch_permalink__returns_meta_hash__without_sending_token():
+def test_fetch_permalink__returns_the_text_a_reader_sees__without_sending_token():
     seen: list[httpx.Request] = []
-    page = f'<!doctype html><html><head><meta name="galley-payload-hash" content="{HASH}"></head></html>'
+    page = (
+        "<!doctype html><html><head><title>Site</title><style>h1 { color: red }</style>"
+        "<script>var hidden = 1;</script></head>"
+        "<body><h1>Don&#8217;t &amp; stop</h1><p>The <b>strike</b> goes on.</p></body></html>"
+    )
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         return httpx.Response(200, html=page)
 
     with make_client(handler) as client:
-        assert client.fetch_permalink("http://elsewhere.test/articles/pub-1") == HASH
+        text = client.fetch_permalink("http://elsewhere.test/articles/pub-1")
+    assert text.split() == ["Site", "Don\u2019t", "&", "stop", "The", "strike", "goes", "on."]
     assert str(seen[0].url) == "http://elsewhere.test/articles/pub-1"
     assert "Authorization" not in seen[0].headers
-
-
-def test_fetch_permalink__no_meta__invalid_response():
-    fails(
-        lambda request: httpx.Response(200, html="<html><h1>hi</h1></html>"),
-        TargetInvalidResponse,
-        lambda client: client.fetch_permalink("http://target.test/articles/pub-1"),
-    )
 
 
 def test_fetch_permalink__404__not_found():

@@ -191,6 +191,7 @@ def test_done_means_observed__approve_then_drain__applied_once_verified_and_publ
     assert publication.permalink.startswith(f"{target.url}/articles/")
     assert publication.permalink == publish.result["permalink"] == verify.result["permalink"]
     assert verify.result["verified_hash"] == revision.payload_hash
+    assert verify.result["title_shown"] is True
     assert_published(brief, revision)
     recorded = AuditEvent.objects.get(event_type="publication.recorded")
     assert recorded.subject_id == f"{brief.public_id}/revision-1"
@@ -768,7 +769,7 @@ def test_done_means_observed__target_record_holds_other_hash__verification_fails
     assert_not_published(brief)
 
 
-def test_done_means_observed__permalink_shows_other_hash__retried_until_it_shows_the_approved_one(
+def test_done_means_observed__permalink_shows_another_article__retried_until_it_shows_the_approved_one(
     target, brief, revise, approver, settings, monkeypatch
 ):
     revision = revise(brief, "Dockers walked out at dawn.")
@@ -777,7 +778,7 @@ def test_done_means_observed__permalink_shows_other_hash__retried_until_it_shows
 
     def stale_page(self: TargetClient, url: str) -> str:
         real_fetch(self, url)
-        return payload_hash(OTHER_PAYLOAD)  # a cache still serving an older article
+        return "Ferry timetable. Winter schedule."  # a cache still serving another article
 
     monkeypatch.setattr(TargetClient, "fetch_permalink", stale_page)
     settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60

@@ -1,0 +1,34 @@
+"""What counts as a published page showing the article (invariant 10), with no I/O.
+
+§7.4 defines no markup on the permalink page, only that it shows the article's title and body;
+so the page is read as text, and the approved title must stand in it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# What a CMS does to a title on its way to the page (WordPress's wptexturize, for one): typographic
+# quotes, dashes and ellipses, and runs of white space. The comparison undoes exactly these.
+_TYPOGRAPHY = str.maketrans(
+    {
+        **dict.fromkeys("\u2018\u2019\u201a\u2032", "'"),  # single quotes, prime
+        **dict.fromkeys("\u201c\u201d\u201e\u2033", '"'),  # double quotes, double prime
+        **dict.fromkeys("\u2010\u2011\u2013\u2014", "-"),  # hyphen, non-breaking hyphen, en and em dash
+        "\u00a0": " ",  # no-break space
+        "\u2026": "...",  # ellipsis
+    }
+)
+_SPACE = re.compile(r"\s+")
+_DASHES = re.compile(r"-+")
+
+
+def _normalized(text: str) -> str:
+    text = unicodedata.normalize("NFC", text).translate(_TYPOGRAPHY)
+    return _SPACE.sub(" ", _DASHES.sub("-", text)).strip()
+
+
+def shows_title(page_text: str, title: str) -> bool:
+    """Whether the page's text shows `title`, up to the typography a CMS applies (invariant 10)."""
+    return _normalized(title) in _normalized(page_text)

@@ -1,0 +1,35 @@
+"""Invariant 10's page check: the permalink's text must show the approved title, up to the
+typography a CMS applies, and nothing else counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from publishing.verification import shows_title
+
+
+@pytest.mark.parametrize(
+    ("page_text", "title"),
+    [
+        ("Harbour strike Dockers walked out at dawn.", "Harbour strike"),
+        # WordPress's wptexturize: curly quotes, en and em dashes, ellipsis, no-break spaces.
+        ("Don\u2019t \u201cstop\u201d \u2013 the strike\u2026 goes\u00a0on", 'Don\'t "stop" -- the strike... goes on'),
+        ("Wages \u2014 and   hours", "Wages --- and hours"),
+        ("<script> is shown as text", "<script> is shown as text"),
+    ],
+)
+def test_done_means_observed__page_shows_approved_title__up_to_typography(page_text, title):
+    assert shows_title(page_text, title)
+
+
+@pytest.mark.parametrize(
+    ("page_text", "title"),
+    [
+        ("Ferry timetable Winter schedule.", "Harbour strike"),
+        ("Harbour", "Harbour strike"),
+        ("Harbour strikes back", "Harbour strike!"),
+        ("", "Harbour strike"),
+    ],
+)
+def test_done_means_observed__page_without_approved_title__not_shown(page_text, title):
+    assert not shows_title(page_text, title)
