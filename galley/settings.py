@@ -105,6 +105,21 @@ GALLEY_SWEEP_SECONDS = env.env_float("GALLEY_SWEEP_SECONDS", 3.0)
 GALLEY_SWEEP_DURATION_SECONDS = env.env_float("GALLEY_SWEEP_DURATION_SECONDS", 55.0)
 GALLEY_RETENTION_DAYS = env.env_int("GALLEY_RETENTION_DAYS", 30)
 
+# Where publications go: "reference" (the §7.4 protocol: the bundled reference target or any
+# faithful one) or "wordpress" (WordPress with the companion plugin, PRODUCT.md §7.7).
+GALLEY_TARGET_KIND = env.env_str("GALLEY_TARGET_KIND", "reference")
+env.require(
+    GALLEY_TARGET_KIND in ("reference", "wordpress"),
+    f"GALLEY_TARGET_KIND={GALLEY_TARGET_KIND!r}: use reference or wordpress",
+)
+GALLEY_WORDPRESS_URL = env.env_str("GALLEY_WORDPRESS_URL", "")
+GALLEY_WORDPRESS_USER = env.env_str("GALLEY_WORDPRESS_USER", "")
+GALLEY_WORDPRESS_APP_PASSWORD = env.env_str("GALLEY_WORDPRESS_APP_PASSWORD", "")
+env.require(
+    GALLEY_TARGET_KIND != "wordpress"
+    or bool(GALLEY_WORDPRESS_URL and GALLEY_WORDPRESS_USER and GALLEY_WORDPRESS_APP_PASSWORD),
+    "GALLEY_TARGET_KIND=wordpress needs GALLEY_WORDPRESS_URL, GALLEY_WORDPRESS_USER and GALLEY_WORDPRESS_APP_PASSWORD",
+)
 GALLEY_TARGET_URL = env.env_str("GALLEY_TARGET_URL", "http://127.0.0.1:8001")
 GALLEY_TARGET_TOKEN = env.env_str("GALLEY_TARGET_TOKEN", "")
 GALLEY_TARGET_TIMEOUT_SECONDS = env.env_float("GALLEY_TARGET_TIMEOUT_SECONDS", 10.0)

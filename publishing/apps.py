@@ -10,14 +10,16 @@ class PublishingConfig(AppConfig):
 
     def ready(self) -> None:
         # Handlers import models, which the app registry allows only once ready() runs.
+        from publishing.clients.target import check_configured_target
         from publishing.handlers.publications import handle_publish, handle_verify
         from publishing.handlers.summaries import handle_summary_step
         from publishing.identities import PUBLISH, SUMMARY_STEP, VERIFY
-        from workers.registry import register
+        from workers.registry import register, register_startup_check
 
         register(PUBLISH, handle_publish)
         register(VERIFY, handle_verify)
         register(SUMMARY_STEP, handle_summary_step)
+        register_startup_check("publishing target", check_configured_target)
         # Groups are granted permission rows, which Django creates after each app migrates;
         # the handler is idempotent, so running it after every app is harmless.
         post_migrate.connect(_ensure_role_groups, dispatch_uid="galley_ensure_role_groups")

@@ -70,3 +70,19 @@ def get_handler(kind: str) -> Handler:
 
 def registered_kinds() -> list[str]:
     return sorted(_handlers)
+
+
+# Checks a worker runs once when it starts (e.g. that the publishing target accepts Galley's
+# credentials): each returns what it found or raises with what is wrong. Registered by the domain
+# apps, like handlers; a failing check is logged, never fatal (the target may come up later).
+StartupCheck = Callable[[], str]
+
+_startup_checks: dict[str, StartupCheck] = {}
+
+
+def register_startup_check(name: str, check: StartupCheck) -> None:
+    _startup_checks[name] = check
+
+
+def startup_checks() -> dict[str, StartupCheck]:
+    return dict(_startup_checks)

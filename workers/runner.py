@@ -31,12 +31,37 @@ from workers.actions.claims import (
 from workers.crashpoints import crash_point
 from workers.errors import FailureKind, LeaseLost, OperationFailed, Superseded
 from workers.models import Operation, OperationStatus
-from workers.registry import ClaimedOperation, get_handler
+from workers.registry import ClaimedOperation, get_handler, startup_checks
 
 logger = logging.getLogger(__name__)
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+
+
+_checked = threading.Event()
+
+
+def run_startup_checks_once() -> None:
+    """The startup checks, the first time a process asks (a django-q2 worker's first task)."""
+    if not _checked.is_set():
+        run_startup_checks()
+
+
+def run_startup_checks() -> dict[str, str]:
+    """Run the registered startup checks and log each outcome; returns them by name. A failure
+    is logged with what is wrong, never raised."""
+    _checked.set()
+    outcomes: dict[str, str] = {}
+    for name, check in startup_checks().items():
+        try:
+            outcomes[name] = f"ok: {check()}"
+        except Exception as problem:  # a check reports; it must not stop the worker
+            outcomes[name] = f"NOT READY: {problem}"
+            logger.error("startup check %s: %s", name, problem)
+        else:
+            logger.info("startup check %s: %s", name, outcomes[name])
+    return outcomes
 
 
 def default_worker_id() -> str:

@@ -11,13 +11,15 @@ from django.db import connection
 from workers.actions.housekeeping import purge_finished_operations, reconcile_expired_leases
 from workers.crashpoints import crash_point
 from workers.doorbell import ring_doorbell
-from workers.runner import drain, seconds_until_due
+from workers.runner import drain, run_startup_checks_once, seconds_until_due
 
 # pg_try_advisory_lock key: one sweeper at a time across the cluster ("GALLEY" in ASCII).
 SWEEP_LOCK_KEY = 0x47414C4C4559
 
 
 def drain_operations() -> dict[str, int]:
+    # django-q2 has no hook for a worker's start: its first task runs the startup checks.
+    run_startup_checks_once()
     outcomes = drain()
     crash_point("before_ack")
     return dict(outcomes)

@@ -23,6 +23,7 @@ client never retries: retry policy belongs to the worker that owns the operation
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -126,10 +127,14 @@ class _PageText(HTMLParser):
 
 
 class TargetClient:
-    """One publishing target. Explicit timeouts; no retries; every failure is a TargetError.
+    """A target speaking §7.4 with a bearer token. Explicit timeouts; no retries; every failure is
+    a TargetError.
 
     ``transport`` is for tests (httpx.MockTransport); production leaves it None.
     """
+
+    # The settings an operator fixes when the target refuses the credentials (named in the refusal).
+    credentials = "GALLEY_TARGET_TOKEN"
 
     def __init__(
         self,
@@ -259,12 +264,22 @@ class TargetClient:
         reader.close()
         return " ".join(reader.parts)
 
+    def check(self) -> str:
+        """Whether the target answers the protocol and accepts our credentials: a look-up of a key
+        that cannot exist must answer not_found. Returns what was found; raises a TargetError
+        that says what is wrong."""
+        if self.lookup("galley-check:no-such-operation") is not None:
+            raise TargetInvalidResponse("The target claims to hold a key Galley never sends; is this a §7.4 target?")
+        return f"§7.4 target at {self.base_url}: it answers the protocol and accepts GALLEY_TARGET_TOKEN"
+
     # --- plumbing --------------------------------------------------------------------------
 
     def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         if "Authorization" in kwargs.get("headers", {}) and not self._token:
             # Known before anything leaves the process: an operator's fix, not an ambiguous retry.
-            raise TargetAuthError("No target token is configured (GALLEY_TARGET_TOKEN is empty); nothing was sent")
+            raise TargetAuthError(
+                f"No target credentials are configured ({self.credentials} is empty); nothing was sent"
+            )
         try:
             return self._http.request(method, url, **kwargs)
         except httpx.TimeoutException as exc:
@@ -322,7 +337,7 @@ class TargetClient:
         if status >= 500:
             return TargetServerError(f"The target failed: {response.text[:200]!r}", status=status)
         if status in (401, 403):
-            return TargetAuthError("The target refused our credentials; check GALLEY_TARGET_TOKEN", status=status)
+            return TargetAuthError(f"The target refused our credentials; check {cls.credentials}", status=status)
         if status == 422:
             body = cls._json(response)
             if body.get("error") != "idempotency_mismatch":
@@ -351,13 +366,86 @@ class TargetClient:
         return TargetInvalidResponse(f"Unexpected status from the target: {response.text[:200]!r}", status=status)
 
 
+class WordPressClient(TargetClient):
+    """WordPress with Galley's companion plugin (publishing/clients/wordpress/galley-publishing.php),
+    which speaks §7.4 under /wp-json/galley/v1 and gives WordPress what core lacks: the operation
+    key reserved atomically, the revision fence, one transaction per write. Application-password
+    (Basic) authentication."""
+
+    credentials = "GALLEY_WORDPRESS_USER / GALLEY_WORDPRESS_APP_PASSWORD"
+    PLUGIN = "galley-publishing"
+    PLUGIN_VERSION = "1"
+
+    def __init__(
+        self,
+        *,
+        site_url: str,
+        user: str,
+        app_password: str,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        credentials = f"{user}:{app_password}" if user.strip() and app_password.strip() else ""
+        super().__init__(
+            base_url=f"{site_url.rstrip('/')}/wp-json/galley", token=credentials, timeout=timeout, transport=transport
+        )
+        self.site_url = site_url.rstrip("/")
+        self.user = user
+        self._auth = {"Authorization": "Basic " + base64.b64encode(credentials.encode("utf-8")).decode("ascii")}
+
+    def check(self) -> str:
+        """The plugin answers, in the version Galley speaks, with the revision fence on, and
+        WordPress accepts the application password. A wrong password reaches WordPress as an
+        anonymous visitor, which the plugin refuses with 401."""
+        response = self._send("GET", "/v1/status", headers=self._auth)
+        if response.status_code in (401, 403):
+            raise self._error(response)
+        if response.status_code == 404:
+            raise TargetInvalidResponse(
+                f"The {self.PLUGIN} plugin does not answer at {self.base_url}/v1/status: copy "
+                "publishing/clients/wordpress/galley-publishing.php into wp-content/mu-plugins/ "
+                "(and check GALLEY_WORDPRESS_URL)",
+                status=404,
+            )
+        if response.status_code != 200:
+            raise self._error(response)
+        status = self._json(response)
+        if status.get("plugin") != self.PLUGIN or str(status.get("version")) != self.PLUGIN_VERSION:
+            raise TargetInvalidResponse(
+                f"WordPress runs {status.get('plugin')!r} version {status.get('version')!r}; Galley needs "
+                f"{self.PLUGIN} version {self.PLUGIN_VERSION} (publishing/clients/wordpress/galley-publishing.php)",
+                status=200,
+            )
+        if status.get("fence") is not True:
+            raise TargetInvalidResponse("The plugin does not confirm its revision fence", status=200)
+        return (
+            f"WordPress at {self.site_url}: plugin {self.PLUGIN} {self.PLUGIN_VERSION}, revision fence on, "
+            f"signed in as {status.get('user')!r}"
+        )
+
+
 def shared_from_settings() -> TargetClient:
-    """The process's one client for settings.GALLEY_TARGET_URL / _TOKEN / _TIMEOUT_SECONDS (read now)."""
+    """The process's one client for the configured target (settings read now): the §7.4
+    reference target, or WordPress with the companion plugin."""
+    timeout = float(getattr(settings, "GALLEY_TARGET_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
+    if getattr(settings, "GALLEY_TARGET_KIND", "reference") == "wordpress":
+        return _shared_wordpress.get(
+            site_url=settings.GALLEY_WORDPRESS_URL,
+            user=settings.GALLEY_WORDPRESS_USER,
+            app_password=settings.GALLEY_WORDPRESS_APP_PASSWORD,
+            timeout=timeout,
+        )
     return _shared.get(
         base_url=getattr(settings, "GALLEY_TARGET_URL", DEFAULT_URL),
         token=getattr(settings, "GALLEY_TARGET_TOKEN", ""),
-        timeout=float(getattr(settings, "GALLEY_TARGET_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS)),
+        timeout=timeout,
     )
 
 
+def check_configured_target() -> str:
+    """What the configured target's check found; raises a TargetError saying what is wrong."""
+    return shared_from_settings().check()
+
+
 _shared: http.SharedPerProcess[TargetClient] = http.SharedPerProcess(TargetClient)
+_shared_wordpress: http.SharedPerProcess[WordPressClient] = http.SharedPerProcess(WordPressClient)

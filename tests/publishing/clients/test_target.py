@@ -4,6 +4,7 @@ Idempotency-Key (invariant 1)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -30,6 +31,7 @@ from publishing.clients.target import (
     TargetStaleRevision,
     TargetThrottled,
     TargetTimeout,
+    WordPressClient,
     shared_from_settings,
 )
 
@@ -342,3 +344,75 @@ def test_shared_from_settings__one_client_per_configuration_read_at_call_time(se
     assert replacement is not client
     assert replacement._auth == {"Authorization": "Bearer rotated"}
     assert client._http.is_closed
+
+
+# --- check_target: what is wrong, said plainly -------------------------------------------------------
+
+
+def test_check__not_found_lookup__protocol_and_credentials_ok():
+    with make_client(answer(404, {"error": "not_found"})) as client:
+        assert "accepts GALLEY_TARGET_TOKEN" in client.check()
+
+
+def test_check__refused_token__auth_error_names_the_setting():
+    error = fails(answer(401, {"error": "unauthorized"}), TargetAuthError, lambda client: client.check())
+    assert "GALLEY_TARGET_TOKEN" in str(error)
+
+
+def wordpress_client(handler: Handler, **credentials: str) -> WordPressClient:
+    return WordPressClient(
+        site_url="http://wp.test/",
+        user=credentials.get("user", "galley"),
+        app_password=credentials.get("app_password", "abcd efgh"),
+        timeout=2.5,
+        transport=httpx.MockTransport(handler),
+    )
+
+
+def test_wordpress__speaks_the_protocol_under_the_plugin_namespace_with_basic_auth():
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(404, json={"error": "not_found"})
+
+    with wordpress_client(handler) as client:
+        assert client.lookup(KEY) is None
+    assert str(seen[0].url) == f"http://wp.test/wp-json/galley/v1/publications?operation_key={KEY.replace(':', '%3A')}"
+    assert seen[0].headers["Authorization"] == "Basic " + base64.b64encode(b"galley:abcd efgh").decode()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (401, {"code": "rest_not_logged_in"}, "GALLEY_WORDPRESS_USER / GALLEY_WORDPRESS_APP_PASSWORD"),
+        (404, {"code": "rest_no_route"}, "copy publishing/clients/wordpress/galley-publishing.php"),
+        (
+            200,
+            {"plugin": "galley-publishing", "version": "0", "fence": True},
+            "Galley needs galley-publishing version 1",
+        ),
+        (200, {"plugin": "galley-publishing", "version": "1", "fence": False}, "does not confirm its revision fence"),
+    ],
+    ids=["wrong-password", "no-plugin", "old-plugin", "no-fence"],
+)
+def test_wordpress_check__says_what_is_wrong(status, body, expected):
+    with wordpress_client(answer(status, body)) as client, pytest.raises(TargetError) as caught:
+        client.check()
+    assert expected in str(caught.value)
+
+
+def test_wordpress_check__plugin_and_credentials_ok():
+    status = {"plugin": "galley-publishing", "version": "1", "fence": True, "user": "galley"}
+    with wordpress_client(answer(200, status)) as client:
+        assert client.check() == (
+            "WordPress at http://wp.test: plugin galley-publishing 1, revision fence on, signed in as 'galley'"
+        )
+
+
+def test_wordpress__no_application_password__nothing_sent():
+    sent: list[httpx.Request] = []
+    no_password = wordpress_client(lambda request: sent.append(request) or httpx.Response(200), app_password="")
+    with no_password as client, pytest.raises(TargetAuthError, match="GALLEY_WORDPRESS_APP_PASSWORD is empty"):
+        client.lookup(KEY)
+    assert sent == []

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from workers.actions.housekeeping import reconcile_expired_leases
-from workers.runner import default_worker_id, drain, seconds_until_due
+from workers.runner import default_worker_id, drain, run_startup_checks, seconds_until_due
 
 
 class Command(BaseCommand):
@@ -40,6 +40,8 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         worker_id = worker_id or default_worker_id()
         self.stdout.write(f"worker {worker_id} started")
+        for name, outcome in run_startup_checks().items():
+            self.stdout.write(f"{name}: {outcome}")
         self.stdout.flush()
         while not stopping:
             reconcile_expired_leases()

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from publishing.clients.target import TargetError, check_configured_target
+
+
+class Command(BaseCommand):
+    help = (
+        "Check the configured publishing target (GALLEY_TARGET_KIND): that it answers, accepts Galley's "
+        "credentials, and (for WordPress) runs the companion plugin in the version Galley speaks with its "
+        "revision fence on. Exits non-zero and says what is wrong otherwise."
+    )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            found = check_configured_target()
+        except TargetError as problem:
+            raise CommandError(f"The publishing target is not ready: {problem}") from None
+        self.stdout.write(f"target ok: {found}")
