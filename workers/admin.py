@@ -70,6 +70,7 @@ class OperationAdmin(ReadOnlyAdmin):
         "kind",
         "status",
         "attempts",
+        "waits",
         "max_attempts",
         "needs_operator",
         "next_attempt_at",

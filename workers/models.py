@@ -104,7 +104,8 @@ class Operation(models.Model):
     fencing token, and every later write names operation id, lease owner and token.
 
     Database guards: one row per key (unique); a known status; a running operation has a lease
-    owner and expiry; a finished one has a finish time; attempts never exceed the maximum; the
+    owner and expiry; a finished one has a finish time; attempts, waits not counted, never exceed
+    the maximum; the
     status moves only along OPERATION_TRANSITIONS (trigger, migration 0005).
     """
 
@@ -117,8 +118,13 @@ class Operation(models.Model):
     subject_id = models.CharField(max_length=200)
     arguments = models.JSONField(default=dict, blank=True, help_text="Ids only; handlers load the rest.")
     status = models.CharField(max_length=16, choices=OperationStatus.choices, default=OperationStatus.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    max_attempts = models.PositiveIntegerField()
+    attempts = models.PositiveIntegerField(default=0, help_text="Every try, including waits.")
+    waits = models.PositiveIntegerField(
+        default=0,
+        help_text="Tries the target answered with 'wait' (throttled, in progress): they never count against "
+        "max_attempts; the deadline bounds them.",
+    )
+    max_attempts = models.PositiveIntegerField(help_text="Tries that may fail (waits not counted).")
     next_attempt_at = models.DateTimeField(default=timezone.now)
     deadline = models.DateTimeField(help_text="No attempt starts after this; then the operation is dead.")
     lease_owner = models.CharField(max_length=200, blank=True, default="")
@@ -151,7 +157,8 @@ class Operation(models.Model):
                 name="operation_finished_has_time",
             ),
             models.CheckConstraint(
-                condition=models.Q(attempts__lte=models.F("max_attempts")), name="operation_attempts_bounded"
+                condition=models.Q(attempts__lte=models.F("max_attempts") + models.F("waits")),
+                name="operation_attempts_bounded",
             ),
         ]
         indexes = [

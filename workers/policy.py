@@ -19,6 +19,9 @@ class Disposition(StrEnum):
 
 TERMINAL_KINDS = {FailureKind.INVALID, FailureKind.QUALITY_GATE, FailureKind.AUTH}
 OPERATOR_KINDS = {FailureKind.AUTH, FailureKind.KEY_CONFLICT}
+# The target asking Galley to wait (invariant 9): such a try never counts against max_attempts,
+# so it never makes a dead letter on its own; the operation's deadline bounds the waiting.
+WAIT_KINDS = {FailureKind.THROTTLED, FailureKind.IN_PROGRESS}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -23,7 +23,7 @@ from workers.audit import record_audit_event
 from workers.doorbell import ring_doorbell
 from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed
 from workers.models import Attempt, KeyConflict, Operation, OperationStatus
-from workers.policy import Decision, Disposition, decide
+from workers.policy import WAIT_KINDS, Decision, Disposition, decide
 from workers.registry import ClaimedOperation, Success
 
 S = OperationStatus
@@ -40,7 +40,7 @@ WITH due AS (
     FROM workers_operation o
     WHERE ((o.status IN ('pending', 'retry_wait') AND o.next_attempt_at <= statement_timestamp())
            OR (o.status = 'running' AND o.lease_expires_at < statement_timestamp()))
-      AND o.attempts < o.max_attempts
+      AND o.attempts - o.waits < o.max_attempts
       AND o.deadline > statement_timestamp()
       AND (%(kinds)s::text[] IS NULL OR o.kind = ANY(%(kinds)s::text[]))
       AND NOT EXISTS (
@@ -195,13 +195,15 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
     """Apply the retry policy to a failed attempt, fenced. Returns what was decided."""
     decision = decide(failure.kind, attempt=claimed.attempt_number, retry_after=failure.retry_after)
     with transaction.atomic(durable=True):
-        operation = Operation.objects.only("attempts", "max_attempts", "deadline").get(id=claimed.operation_id)
+        operation = Operation.objects.only("attempts", "waits", "max_attempts", "deadline").get(id=claimed.operation_id)
+        waiting = failure.kind in WAIT_KINDS
+        counted = operation.attempts - operation.waits - (1 if waiting else 0)
         message = failure.message[:2000]
         if decision.disposition == Disposition.RETRY:
             retry_at = timezone.now() + datetime.timedelta(seconds=decision.delay_seconds)
-            if operation.attempts >= operation.max_attempts:
+            if not waiting and counted >= operation.max_attempts:
                 decision = Decision(Disposition.DEAD, needs_operator=True)
-                message = f"attempts exhausted ({operation.attempts} of {operation.max_attempts}); last: {message}"
+                message = f"attempts exhausted ({counted} of {operation.max_attempts}); last: {message}"
             elif retry_at >= operation.deadline:
                 decision = Decision(Disposition.DEAD, needs_operator=True)
                 message = f"deadline {operation.deadline:%Y-%m-%d %H:%M:%S} would pass; last: {message}"
@@ -210,6 +212,8 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
             "last_error_message": message,
             "needs_operator": decision.needs_operator,
         }
+        if waiting:
+            fields["waits"] = F("waits") + 1
         if decision.disposition == Disposition.RETRY:
             fields.update(status=S.RETRY_WAIT, outcome=Attempt.Outcome.RETRY)
             fields.update(next_attempt_at=db_now_plus(decision.delay_seconds))

@@ -52,10 +52,10 @@ def enqueue_operation(
         cursor.execute(
             """
             INSERT INTO workers_operation
-                (key, kind, payload_hash, subject_type, subject_id, arguments, status, attempts,
+                (key, kind, payload_hash, subject_type, subject_id, arguments, status, attempts, waits,
                  max_attempts, next_attempt_at, deadline, lease_owner, fencing_token, last_error_kind,
                  last_error_message, needs_operator, created_at, updated_at)
-            VALUES (%s, %s, %s, %s, %s, %s::jsonb, 'pending', 0, %s, statement_timestamp(),
+            VALUES (%s, %s, %s, %s, %s, %s::jsonb, 'pending', 0, 0, %s, statement_timestamp(),
                     statement_timestamp() + make_interval(secs => %s), '', 0, '', '', false, %s, %s)
             ON CONFLICT (key) DO NOTHING
             RETURNING id

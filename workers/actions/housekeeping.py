@@ -22,7 +22,7 @@ def reconcile_expired_leases() -> dict[str, int]:
         cursor.execute(
             """
             WITH expired AS (
-                SELECT id, (attempts >= max_attempts OR deadline <= statement_timestamp()) AS spent
+                SELECT id, (attempts - waits >= max_attempts OR deadline <= statement_timestamp()) AS spent
                 FROM workers_operation
                 WHERE status = 'running' AND lease_expires_at < statement_timestamp()
                 FOR UPDATE SKIP LOCKED
@@ -57,12 +57,12 @@ def reconcile_expired_leases() -> dict[str, int]:
                 updated_at = statement_timestamp(),
                 needs_operator = true,
                 last_error_message = CASE
-                    WHEN attempts >= max_attempts
-                    THEN 'attempts exhausted (' || attempts || ' of ' || max_attempts || '); last: '
+                    WHEN attempts - waits >= max_attempts
+                    THEN 'attempts exhausted (' || attempts - waits || ' of ' || max_attempts || '); last: '
                          || last_error_message
                     ELSE 'deadline passed; last: ' || last_error_message END
             WHERE status IN ('pending', 'retry_wait')
-              AND (attempts >= max_attempts OR deadline <= statement_timestamp())
+              AND (attempts - waits >= max_attempts OR deadline <= statement_timestamp())
             """
         )
         exhausted = cursor.rowcount

@@ -68,7 +68,7 @@ def do_retry_operation_now(operation: Operation, *, acting_user: User, reconcile
     already_due = (
         locked.status in (S.PENDING, S.RETRY_WAIT)
         and locked.next_attempt_at <= now
-        and locked.attempts < locked.max_attempts
+        and locked.attempts - locked.waits < locked.max_attempts
         and (not reconcile or locked.last_error_kind == "reconcile_requested")
     )
     if already_due:
@@ -80,7 +80,7 @@ def do_retry_operation_now(operation: Operation, *, acting_user: User, reconcile
         event_type="operation.reconcile_requested" if reconcile else "operation.retry_now",
         detail="look the key up, adopt what exists" if reconcile else "retry now",
         next_attempt_at=Now(),
-        max_attempts=max(locked.max_attempts, locked.attempts + 1),
+        max_attempts=max(locked.max_attempts, locked.attempts - locked.waits + 1),
         deadline=max(locked.deadline, now + datetime.timedelta(seconds=settings.GALLEY_OPERATION_DEADLINE_SECONDS)),
         finished_at=None,
         needs_operator=False,

@@ -596,6 +596,69 @@ def test_retry_by_failure_kind__throttled__waits_retry_after_then_applies_once(
     assert_published(brief, revision)
 
 
+def test_retry_by_failure_kind__throttling_never_uses_the_attempt_budget__published_never_dead(
+    start_target, brief, revise, approver, settings
+):
+    settings.GALLEY_MAX_ATTEMPTS = 2
+    target = start_target()
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    operation = publish_op(revision)
+
+    # Three times the attempt budget of "wait" answers: 429 and 503 with Retry-After, in turn.
+    for answer in range(6):
+        target.faults = Faults(**{"rate_429" if answer % 2 else "rate_503": 1.0}, retry_after=30)
+        make_due(operation)
+        assert run_worker() == {"retry": 1}
+    operation.refresh_from_db()
+    assert (operation.status, operation.needs_operator) == ("retry_wait", False)
+    assert (operation.attempts, operation.waits, operation.max_attempts) == (6, 6, 2)
+    assert applied(target) == []
+
+    target.faults = Faults()  # the target stops asking to wait
+    make_due(operation)
+    run_worker()
+
+    assert applied(target) == [application_of(revision)]
+    assert_published(brief, revision)
+
+
+def test_retry_by_failure_kind__throttled_past_the_deadline__dead_for_an_operator(
+    start_target, brief, revise, approver, settings
+):
+    settings.GALLEY_OPERATION_DEADLINE_SECONDS = 20
+    start_target(Faults(rate_429=1.0, retry_after=30))
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    assert run_worker() == {"dead": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.needs_operator, operation.waits) == ("dead", True, 1)
+    assert operation.last_error_message.startswith("deadline ")
+
+
+def test_retry_by_failure_kind__server_errors_use_the_attempt_budget__dead_for_an_operator(
+    start_target, brief, revise, approver, settings
+):
+    settings.GALLEY_MAX_ATTEMPTS = 2
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60
+    target = start_target(Faults(rate_500=1.0))
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    operation = publish_op(revision)
+
+    make_due(operation)
+    assert run_worker() == {"retry": 1}
+    make_due(operation)
+    assert run_worker() == {"dead": 1}
+
+    operation.refresh_from_db()
+    assert (operation.status, operation.needs_operator, operation.attempts, operation.waits) == ("dead", True, 2, 0)
+    assert operation.last_error_message.startswith("attempts exhausted (2 of 2)")
+    assert applied(target) == []
+
+
 def test_retry_by_failure_kind__server_error__backoff_with_jitter(start_target, brief, revise, approver, settings):
     settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 20
     target = start_target(Faults(rate_500=1.0))
