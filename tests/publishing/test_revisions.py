@@ -499,3 +499,36 @@ def test_audit__every_write_has_exactly_one_event(editor):
         ("revision.created", f"{brief.public_id}/revision-2"),
         ("revision.created", f"{brief.public_id}/revision-3"),
     ]
+
+
+# --- invariant 4: the database keeps the published revision from going back -------------------------
+# Every product path advances it with a guarded update first, so only a write that goes around the
+# application reaches the trigger: raw SQL and the ORM's update().
+
+
+def _set_published(brief: Brief, number: int | None, *, via: str) -> None:
+    if via == "sql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE publishing_brief SET published_revision_number = %s WHERE id = %s", [number, brief.id]
+            )
+    else:
+        Brief.objects.filter(id=brief.id).update(published_revision_number=number)
+
+
+@pytest.mark.parametrize("via", ["sql", "orm"])
+@pytest.mark.parametrize("backwards", [1, None], ids=["lower", "null"])
+def test_no_regression__published_revision_going_back__refused_by_the_database(brief, via, backwards):
+    _set_published(brief, 2, via=via)
+    with pytest.raises(IntegrityError, match="published revision cannot go back from 2"), transaction.atomic():
+        _set_published(brief, backwards, via=via)
+    brief.refresh_from_db()
+    assert brief.published_revision_number == 2
+
+
+@pytest.mark.parametrize("via", ["sql", "orm"])
+def test_no_regression__published_revision_same_or_higher__allowed(brief, via):
+    for number in (2, 2, 3):
+        _set_published(brief, number, via=via)
+    brief.refresh_from_db()
+    assert brief.published_revision_number == 3

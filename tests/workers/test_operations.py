@@ -551,3 +551,40 @@ def test_operation_transitions__database_allows_exactly_the_moves_of_the_table(o
         moved = True
     assert moved == (new in OPERATION_TRANSITIONS[old])
     assert Operation.objects.get(id=operation.id).status == (new if moved else old)
+
+
+# --- invariant 8: claims skip what they must not take, and leases run on the database clock ------------
+
+
+@pytest.mark.django_db
+def test_atomic_claim__expired_lease_on_last_attempt__skipped_and_others_still_claimed():
+    enqueue("spent", max_attempts=1)
+    claim("w1")
+    expire_leases()  # its worker died on its last allowed attempt; the reconciler has not run yet
+    enqueue("due")
+
+    claimed = claim("w2")
+
+    assert [c.key for c in claimed] == ["due"]
+    spent_row = Operation.objects.get(key="spent")
+    assert (spent_row.status, spent_row.lease_owner, spent_row.attempts) == ("running", "w1", 1)
+    assert reconcile_expired_leases() == {"expired_leases": 1, "dead": 1}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("skew_minutes", [-30, 30])
+def test_atomic_claim__worker_clock_skewed__lease_expires_by_the_database_clock(monkeypatch, settings, skew_minutes):
+    settings.GALLEY_LEASE_SECONDS = 60
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + datetime.timedelta(minutes=skew_minutes))
+    enqueue("k1")
+    (claimed,) = claim("w1")
+    renew_lease(claimed)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXTRACT(EPOCH FROM lease_expires_at - statement_timestamp()) FROM workers_operation WHERE id = %s",
+            [claimed.operation_id],
+        )
+        (remaining,) = cursor.fetchone()
+    assert 50 <= float(remaining) <= 61
