@@ -5,12 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test bench lint install browser clean
+.PHONY: run test bench lint install browser wordpress clean
 
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
 
-test: $(INSTALLED) browser
+test: $(INSTALLED) browser wordpress
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The benchmarks (tests/benchmarks, which `make test` skips), on their own throwaway PostgreSQL.
@@ -38,6 +38,16 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "Installing Debian's chromium for the browser tests"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	}
+
+# The WordPress tests (tests/publishing/clients/test_wordpress_plugin.py) run Debian's WordPress on
+# PHP's built-in web server and a private MariaDB; tests/wordpress.py starts them per test session.
+wordpress:
+	@{ command -v php >/dev/null 2>&1 && php -r 'exit(extension_loaded("mysqli") ? 0 : 1);' \
+		&& [ -f /usr/share/wordpress/wp-includes/version.php ] \
+		&& PATH="$$PATH:/usr/sbin:/sbin" command -v mariadbd >/dev/null 2>&1; } || { \
+		echo "Installing Debian's wordpress, php-cli, php-mysql and mariadb-server for the WordPress tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordpress php-cli php-mysql mariadb-server >/dev/null; \
 	}
 
 clean:

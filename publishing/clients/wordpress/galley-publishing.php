@@ -1,0 +1,796 @@
+<?php
+/**
+ * Plugin Name: Galley Publishing
+ * Description: Galley's target protocol (PRODUCT.md §7.4) inside WordPress's REST API: each operation key is applied at most once, revisions are fenced, every write is one database transaction.
+ * Version:     1
+ * Requires PHP: 7.4
+ * License:     GPL-2.0-or-later (it runs inside WordPress)
+ *
+ * A must-use plugin: copy (or link) this one file into wp-content/mu-plugins/. It needs no
+ * activation and no settings; its two tables are created on first use.
+ *
+ * WHY. Core WordPress has no idempotency keys (a repeated POST /wp/v2/posts makes a second post,
+ * Idempotency-Key is ignored), no conditional update and no atomic create. Galley retries every
+ * publish until it knows the outcome, so it needs a target that makes retries harmless.
+ *
+ * WHAT IT GUARANTEES (routes under /wp-json/galley/v1/, see the route list below):
+ *
+ *  1. Exactly once per operation key. POST /galley/v1/publications applies a key at most once,
+ *     however many times and however concurrently it is sent: the key is a UNIQUE column and the
+ *     whole application runs under row locks in one transaction. A repeat with the same key and
+ *     the same body answers 200 with the first receipt; the same key with another payload hash
+ *     (or another brief or revision) answers 422 {"error":"idempotency_mismatch"} and changes
+ *     nothing. Keys are compared byte for byte (binary, no-pad collation). A duplicate that
+ *     arrives while its key is being applied waits for that transaction and then answers 200 (it
+ *     never needs §7.4's 409 in_progress).
+ *  2. One brief is one post. The first revision of a brief creates a published post; every newer
+ *     revision updates that same post (its slug, hence its permalink, stays). Galley's identity
+ *     is kept on the post as meta: galley_brief_id, galley_revision, galley_payload_hash,
+ *     galley_operation_key (visible in the core REST API, read-only there).
+ *  3. Revision fence. A revision not above the brief's stored revision answers
+ *     409 {"error":"stale_revision","current_revision":M} and changes nothing, so a request
+ *     delayed in the network can never replace a newer revision (PRODUCT.md §4, invariant 4).
+ *  4. All or nothing. The post write, its meta, the publication row and the brief row are one
+ *     InnoDB transaction (autocommit off, START TRANSACTION ... COMMIT). Any error, including a
+ *     database error WordPress itself swallowed during wp_insert_post, rolls everything back and
+ *     answers 500: an error answer leaves no post and no publication behind. Deadlocks and
+ *     duplicate-key races are retried internally; a lock wait that runs out answers 503 with
+ *     Retry-After.
+ *  5. Verified content. payload_hash must be the sha256 of the canonical JSON of the payload
+ *     (keys sorted, separators "," and ":", UTF-8, non-ASCII and "/" unescaped: Python's
+ *     json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)), or the
+ *     request is refused with 400. The payload is exactly {"title": string, "body": string}.
+ *  6. Byte-exact round trip. The post's raw title and content are the payload's title and body
+ *     byte for byte. wp_insert_post unslashes its input (the plugin wp_slash()es it) and runs
+ *     the save filters (trim on the title, entity conversion, kses). Galley publishes as an
+ *     administrator, who has unfiltered_html, so kses does not apply; for such a user the plugin
+ *     then writes the exact bytes over whatever the remaining filters changed. A publishing user
+ *     WITHOUT unfiltered_html (e.g. an Author, or an administrator on multisite) gets WordPress's
+ *     kses filtering, and the post may then differ from the payload: publish as an administrator.
+ *
+ * AUTH. Every route needs a signed-in user with publish_posts (application passwords over the
+ * REST API): 401 when not signed in (WordPress treats a wrong application password as that, or
+ * refuses it with 401 itself), 403 when signed in without the capability. Updating a brief's post
+ * also needs edit_post on it.
+ *
+ * ROUTES.
+ *  POST /galley/v1/publications              body {"operation_key","brief_id","revision","payload_hash","payload"},
+ *                                            header Idempotency-Key = operation_key
+ *                                            201 first application, 200 replay; the receipt is
+ *                                            {"id","operation_key","brief_id","revision","payload_hash","permalink","post_id"}
+ *  GET  /galley/v1/publications?operation_key=K   200 receipt, or 404 {"error":"not_found"}
+ *  GET  /galley/v1/publications/{id}         200 receipt + "payload" (as stored) + "post" {"title","content","status"} (raw, as the post holds them now)
+ *  GET  /galley/v1/briefs/{brief_id}         200 {"brief_id","post_id","revision","permalink"}, or 404
+ *                                            (WordPress decodes a pretty REST path only partly: a brief id
+ *                                            with "%" in it is looked up as ?rest_route=/galley/v1/briefs/<id>)
+ *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"1","fence":true,"user":<login>}
+ * Errors on these routes are {"error": <kind>, "detail": <text>}.
+ *
+ * LIMITS. A persistent object cache may briefly keep entries written by a transaction that was
+ * rolled back; the plugin evicts the touched post's entries and the options cache after a
+ * rollback. If the database connection drops mid-transaction, WordPress reconnects silently in
+ * autocommit mode; the plugin notices the new connection before writing its own rows and answers
+ * 500, but a post written by wp_insert_post on the new connection may remain (without a
+ * publication row, so Galley's lookup by key still says "not applied").
+ *
+ * TEST FAULTS. Only when the constant GALLEY_PUBLISHING_TEST_FAULTS is defined as true (a test
+ * harness's wp-config.php, never a real site): a payload title of exactly
+ * "__galley_test_fail_after_insert__" throws right after the post is written, to prove the rollback.
+ */
+
+defined( 'ABSPATH' ) || exit;
+
+if ( defined( 'GALLEY_PUBLISHING_VERSION' ) ) {
+	return; // Loaded twice (mu-plugins and plugins): the first copy serves.
+}
+
+define( 'GALLEY_PUBLISHING_VERSION', '1' );
+
+/** A transient conflict (deadlock, duplicate-key race): the whole transaction may be tried again. */
+class Galley_Publishing_Retry extends RuntimeException {
+}
+
+/** A lock wait ran out: the caller should come back later (503 + Retry-After). */
+class Galley_Publishing_Busy extends RuntimeException {
+}
+
+/** A request the plugin refuses as such (4xx); the response is ready to send. */
+class Galley_Publishing_Refusal extends RuntimeException {
+	/** @var WP_REST_Response */
+	public $response;
+
+	public function __construct( WP_REST_Response $response ) {
+		parent::__construct( 'refused' );
+		$this->response = $response;
+	}
+}
+
+final class Galley_Publishing {
+	const REST_NAMESPACE   = 'galley/v1';
+	const SCHEMA_VERSION   = '1';
+	const SCHEMA_OPTION    = 'galley_publishing_schema';
+	const TEST_FAIL_TITLE  = '__galley_test_fail_after_insert__';
+	const MAX_KEY_CHARS    = 255;
+	const MAX_TITLE_BYTES  = 65535; // wp_posts.post_title is TEXT
+	const MAX_REVISION     = 2147483647;
+	const MAX_ATTEMPTS     = 5;
+	const LOCK_WAIT_SECONDS = 10;
+	const META_KEYS        = array(
+		'galley_brief_id'      => 'string',
+		'galley_revision'      => 'integer',
+		'galley_payload_hash'  => 'string',
+		'galley_operation_key' => 'string',
+	);
+
+	public static function boot() {
+		add_action( 'init', array( __CLASS__, 'register_meta' ) );
+		add_action( 'rest_api_init', array( __CLASS__, 'register_routes' ) );
+		add_filter( 'rest_request_before_callbacks', array( __CLASS__, 'anonymous_is_401' ), 10, 3 );
+		add_filter( 'rest_post_dispatch', array( __CLASS__, 'shape_errors' ), 10, 3 );
+	}
+
+	// --- registration ------------------------------------------------------------------------
+
+	public static function register_meta() {
+		foreach ( self::META_KEYS as $key => $type ) {
+			register_post_meta(
+				'post',
+				$key,
+				array(
+					'type'          => $type,
+					'single'        => true,
+					'show_in_rest'  => true,
+					'description'   => 'Written by the Galley publishing plugin.',
+					// Readable in the REST API, never writable through it: only a publication changes it.
+					'auth_callback' => '__return_false',
+				)
+			);
+		}
+	}
+
+	public static function register_routes() {
+		$permission = array( __CLASS__, 'permission' );
+		register_rest_route(
+			self::REST_NAMESPACE,
+			'/publications',
+			array(
+				array(
+					'methods'             => 'POST',
+					'callback'            => array( __CLASS__, 'publish' ),
+					'permission_callback' => $permission,
+				),
+				array(
+					'methods'             => 'GET',
+					'callback'            => array( __CLASS__, 'lookup' ),
+					'permission_callback' => $permission,
+				),
+			)
+		);
+		register_rest_route(
+			self::REST_NAMESPACE,
+			'/publications/(?P<id>[^/]+)',
+			array(
+				'methods'             => 'GET',
+				'callback'            => array( __CLASS__, 'read_back' ),
+				'permission_callback' => $permission,
+			)
+		);
+		register_rest_route(
+			self::REST_NAMESPACE,
+			'/briefs/(?P<brief_id>.+)',
+			array(
+				'methods'             => 'GET',
+				'callback'            => array( __CLASS__, 'brief' ),
+				'permission_callback' => $permission,
+			)
+		);
+		register_rest_route(
+			self::REST_NAMESPACE,
+			'/status',
+			array(
+				'methods'             => 'GET',
+				'callback'            => array( __CLASS__, 'status' ),
+				'permission_callback' => $permission,
+			)
+		);
+	}
+
+	public static function permission() {
+		if ( ! is_user_logged_in() ) {
+			return new WP_Error( 'unauthorized', 'Sign in with a WordPress user and an application password.', array( 'status' => 401 ) );
+		}
+		if ( ! current_user_can( 'publish_posts' ) ) {
+			return new WP_Error( 'forbidden', 'This user may not publish posts (publish_posts).', array( 'status' => 403 ) );
+		}
+		return true;
+	}
+
+	private static function is_ours( WP_REST_Request $request ) {
+		$route = '/' . ltrim( (string) $request->get_route(), '/' );
+		return 0 === strpos( $route . '/', '/' . self::REST_NAMESPACE . '/' );
+	}
+
+	/** Anonymous callers get 401 on every Galley route, before any other answer (even a 400 for bad JSON). */
+	public static function anonymous_is_401( $response, $handler, $request ) {
+		if ( $request instanceof WP_REST_Request && self::is_ours( $request ) && ! is_user_logged_in() ) {
+			return self::permission();
+		}
+		return $response;
+	}
+
+	/** WordPress's own errors on Galley routes (auth, bad JSON, no route) in Galley's error shape. */
+	public static function shape_errors( $response, $server, $request ) {
+		if ( ! ( $response instanceof WP_REST_Response ) || ! ( $request instanceof WP_REST_Request ) || ! self::is_ours( $request ) ) {
+			return $response;
+		}
+		$status = $response->get_status();
+		$data   = $response->get_data();
+		if ( $status < 400 || ! is_array( $data ) || isset( $data['error'] ) || ! isset( $data['code'] ) ) {
+			return $response;
+		}
+		$kinds = array(
+			400 => 'invalid',
+			401 => 'unauthorized',
+			403 => 'forbidden',
+			404 => 'not_found',
+			500 => 'internal',
+		);
+		$response->set_data(
+			array(
+				'error'  => isset( $kinds[ $status ] ) ? $kinds[ $status ] : (string) $data['code'],
+				'detail' => isset( $data['message'] ) ? (string) $data['message'] : (string) $data['code'],
+				'code'   => (string) $data['code'],
+			)
+		);
+		return $response;
+	}
+
+	// --- schema ------------------------------------------------------------------------------
+
+	private static function publications_table() {
+		global $wpdb;
+		return $wpdb->prefix . 'galley_publications';
+	}
+
+	private static function briefs_table() {
+		global $wpdb;
+		return $wpdb->prefix . 'galley_briefs';
+	}
+
+	/** A binary collation that also compares trailing spaces: keys are equal only when their bytes are. */
+	private static function key_collation() {
+		global $wpdb;
+		foreach ( array( 'utf8mb4_nopad_bin', 'utf8mb4_0900_bin', 'utf8mb4_bin' ) as $collation ) {
+			$found = $wpdb->get_var( $wpdb->prepare( 'SHOW COLLATION WHERE Collation = %s', $collation ) );
+			if ( $found ) {
+				return $collation;
+			}
+		}
+		return 'utf8mb4_bin';
+	}
+
+	/**
+	 * CREATE TABLE IF NOT EXISTS, once per schema version; never inside a transaction (DDL commits).
+	 * Every text column is utf8mb4: wpdb refuses (as "invalid data") non-ASCII text in a query on a
+	 * table whose columns mix character sets.
+	 */
+	public static function ensure_schema() {
+		global $wpdb;
+		if ( get_option( self::SCHEMA_OPTION ) === self::SCHEMA_VERSION ) {
+			return;
+		}
+		$key         = 'CHARACTER SET utf8mb4 COLLATE ' . self::key_collation();
+		$charset     = 'DEFAULT CHARACTER SET utf8mb4';
+		$publications = self::publications_table();
+		$briefs      = self::briefs_table();
+		$statements  = array(
+			"CREATE TABLE IF NOT EXISTS {$publications} (
+				id bigint(20) unsigned NOT NULL AUTO_INCREMENT,
+				operation_key varchar(255) {$key} NOT NULL,
+				brief_id varchar(255) {$key} NOT NULL,
+				revision int(10) unsigned NOT NULL,
+				payload_hash char(64) {$key} NOT NULL,
+				payload longtext CHARACTER SET utf8mb4 NOT NULL,
+				post_id bigint(20) unsigned NOT NULL,
+				created_gmt datetime NOT NULL,
+				PRIMARY KEY  (id),
+				UNIQUE KEY operation_key (operation_key),
+				KEY brief_revision (brief_id, revision)
+			) ENGINE=InnoDB {$charset}",
+			"CREATE TABLE IF NOT EXISTS {$briefs} (
+				brief_id varchar(255) {$key} NOT NULL,
+				post_id bigint(20) unsigned NULL,
+				revision int(10) unsigned NOT NULL DEFAULT 0,
+				PRIMARY KEY  (brief_id)
+			) ENGINE=InnoDB {$charset}",
+		);
+		foreach ( $statements as $sql ) {
+			if ( false === $wpdb->query( $sql ) ) {
+				throw new RuntimeException( 'Could not create the Galley tables: ' . $wpdb->last_error );
+			}
+		}
+		update_option( self::SCHEMA_OPTION, self::SCHEMA_VERSION, true );
+	}
+
+	// --- answers -----------------------------------------------------------------------------
+
+	private static function answer( $status, array $body, array $headers = array() ) {
+		$response = new WP_REST_Response( $body, $status );
+		foreach ( $headers as $name => $value ) {
+			$response->header( $name, $value );
+		}
+		return $response;
+	}
+
+	private static function invalid( $detail ) {
+		return self::answer( 400, array( 'error' => 'invalid', 'detail' => $detail ) );
+	}
+
+	private static function not_found( $detail ) {
+		return self::answer( 404, array( 'error' => 'not_found', 'detail' => $detail ) );
+	}
+
+	private static function receipt( $row ) {
+		$permalink = get_permalink( (int) $row->post_id );
+		return array(
+			'id'            => (string) $row->id,
+			'operation_key' => (string) $row->operation_key,
+			'brief_id'      => (string) $row->brief_id,
+			'revision'      => (int) $row->revision,
+			'payload_hash'  => (string) $row->payload_hash,
+			'permalink'     => $permalink ? $permalink : '',
+			'post_id'       => (int) $row->post_id,
+		);
+	}
+
+	// --- validation --------------------------------------------------------------------------
+
+	/** sha256 hex of the canonical JSON, as Python's json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False). */
+	public static function payload_hash( array $payload ) {
+		ksort( $payload, SORT_STRING );
+		$flags = JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_LINE_TERMINATORS | JSON_THROW_ON_ERROR;
+		return hash( 'sha256', json_encode( $payload, $flags ) );
+	}
+
+	private static function is_key( $value ) {
+		return is_string( $value ) && '' !== $value && mb_strlen( $value, 'UTF-8' ) <= self::MAX_KEY_CHARS;
+	}
+
+	/** The request body as a checked array, or a 400 response. */
+	private static function parse_publication( WP_REST_Request $request ) {
+		$body = json_decode( (string) $request->get_body(), false, 64, JSON_BIGINT_AS_STRING );
+		if ( ! ( $body instanceof stdClass ) ) {
+			return self::invalid( 'The body must be a JSON object (' . json_last_error_msg() . ').' );
+		}
+		$fields   = get_object_vars( $body );
+		$expected = array( 'operation_key', 'brief_id', 'revision', 'payload_hash', 'payload' );
+		$unknown  = array_diff( array_keys( $fields ), $expected );
+		if ( $unknown ) {
+			return self::invalid( 'Unknown fields: ' . implode( ', ', $unknown ) . '.' );
+		}
+		foreach ( array( 'operation_key', 'brief_id' ) as $name ) {
+			if ( ! isset( $fields[ $name ] ) || ! self::is_key( $fields[ $name ] ) ) {
+				return self::invalid( "{$name} must be a non-empty string of at most " . self::MAX_KEY_CHARS . ' characters.' );
+			}
+		}
+		$revision = isset( $fields['revision'] ) ? $fields['revision'] : null;
+		if ( ! is_int( $revision ) || $revision < 1 || $revision > self::MAX_REVISION ) {
+			return self::invalid( 'revision must be an integer from 1 to ' . self::MAX_REVISION . '.' );
+		}
+		$hash = isset( $fields['payload_hash'] ) ? $fields['payload_hash'] : null;
+		if ( ! is_string( $hash ) || ! preg_match( '/\A[0-9a-f]{64}\z/', $hash ) ) {
+			return self::invalid( 'payload_hash must be 64 lowercase hex characters (sha256).' );
+		}
+		$payload = isset( $fields['payload'] ) ? $fields['payload'] : null;
+		if ( ! ( $payload instanceof stdClass ) ) {
+			return self::invalid( 'payload must be a JSON object {"title", "body"}.' );
+		}
+		$payload = get_object_vars( $payload );
+		ksort( $payload, SORT_STRING );
+		if ( array( 'body', 'title' ) !== array_keys( $payload ) ) {
+			return self::invalid( 'payload must have exactly the fields "title" and "body".' );
+		}
+		foreach ( $payload as $name => $value ) {
+			if ( ! is_string( $value ) ) {
+				return self::invalid( "payload.{$name} must be a string." );
+			}
+		}
+		if ( strlen( $payload['title'] ) > self::MAX_TITLE_BYTES ) {
+			return self::invalid( 'payload.title must be at most ' . self::MAX_TITLE_BYTES . ' bytes of UTF-8.' );
+		}
+		$key = $request->get_header( 'Idempotency-Key' );
+		if ( null === $key || '' === $key ) {
+			return self::invalid( 'The Idempotency-Key header is required.' );
+		}
+		if ( $key !== $fields['operation_key'] ) {
+			return self::invalid( 'The Idempotency-Key header must equal operation_key.' );
+		}
+		$actual = self::payload_hash( $payload );
+		if ( $actual !== $hash ) {
+			return self::invalid( "payload_hash does not match the payload (its canonical sha256 is {$actual})." );
+		}
+		return array(
+			'operation_key' => $fields['operation_key'],
+			'brief_id'      => $fields['brief_id'],
+			'revision'      => $revision,
+			'payload_hash'  => $hash,
+			'payload'       => $payload,
+		);
+	}
+
+	// --- POST /publications ------------------------------------------------------------------
+
+	public static function publish( WP_REST_Request $request ) {
+		$publication = self::parse_publication( $request );
+		if ( $publication instanceof WP_REST_Response ) {
+			return $publication;
+		}
+		try {
+			self::ensure_schema();
+		} catch ( Throwable $error ) {
+			return self::internal( $error );
+		}
+		for ( $attempt = 1; ; $attempt++ ) {
+			try {
+				return self::apply( $publication );
+			} catch ( Galley_Publishing_Refusal $refusal ) {
+				return $refusal->response;
+			} catch ( Galley_Publishing_Retry $retry ) {
+				if ( $attempt >= self::MAX_ATTEMPTS ) {
+					return self::busy( $retry->getMessage() );
+				}
+				usleep( wp_rand( 5000, 50000 ) * $attempt );
+			} catch ( Galley_Publishing_Busy $busy ) {
+				return self::busy( $busy->getMessage() );
+			} catch ( Throwable $error ) {
+				return self::internal( $error );
+			}
+		}
+	}
+
+	private static function busy( $detail ) {
+		return self::answer( 503, array( 'error' => 'busy', 'detail' => $detail ), array( 'Retry-After' => '1' ) );
+	}
+
+	private static function internal( Throwable $error ) {
+		error_log( 'galley-publishing: ' . get_class( $error ) . ': ' . $error->getMessage() ); // phpcs:ignore
+		return self::answer(
+			500,
+			array(
+				'error'  => 'internal',
+				'detail' => 'The publication failed and was rolled back: ' . $error->getMessage(),
+			)
+		);
+	}
+
+	/** One transaction: 201 with the receipt, 200 replay, or a refusal (thrown) after a rollback. */
+	private static function apply( array $p ) {
+		global $wpdb, $EZSQL_ERROR;
+		$publications = self::publications_table();
+		$briefs       = self::briefs_table();
+		$dbh          = $wpdb->dbh;
+		$touched_post = 0;
+
+		// Autocommit off as well as START TRANSACTION: should InnoDB roll the transaction back on
+		// its own (a deadlock inside wp_insert_post that WordPress ignores), later statements still
+		// wait for our COMMIT or ROLLBACK instead of committing one by one.
+		$wpdb->query( $wpdb->prepare( 'SET SESSION innodb_lock_wait_timeout = %d', self::LOCK_WAIT_SECONDS ) );
+		self::sql( 'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED' );
+		self::sql( 'SET autocommit = 0' );
+		$errors_before = is_array( $EZSQL_ERROR ) ? count( $EZSQL_ERROR ) : 0;
+		try {
+			self::sql( 'START TRANSACTION' );
+
+			// 1. The brief row, created if absent, locked exclusively (INSERT ... ON DUPLICATE KEY
+			//    UPDATE takes an X lock even on a duplicate): every request for this brief, hence
+			//    every duplicate of this key, queues here until the holder commits or rolls back.
+			self::sql( $wpdb->prepare( "INSERT INTO {$briefs} (brief_id, post_id, revision) VALUES (%s, NULL, 0) ON DUPLICATE KEY UPDATE brief_id = brief_id", $p['brief_id'] ) );
+			$brief = self::row( $wpdb->prepare( "SELECT brief_id, post_id, revision FROM {$briefs} WHERE brief_id = %s FOR UPDATE", $p['brief_id'] ) );
+			if ( ! $brief ) {
+				throw new RuntimeException( 'The brief row vanished inside its own transaction.' );
+			}
+
+			// 2. The key. Under the brief's lock a committed winner is visible (READ COMMITTED).
+			$existing = self::row( $wpdb->prepare( "SELECT * FROM {$publications} WHERE operation_key = %s FOR UPDATE", $p['operation_key'] ) );
+			if ( $existing ) {
+				self::rollback( 0 );
+				$same = (string) $existing->operation_key === $p['operation_key']
+					&& (string) $existing->payload_hash === $p['payload_hash']
+					&& (string) $existing->brief_id === $p['brief_id']
+					&& (int) $existing->revision === $p['revision'];
+				if ( $same ) {
+					return self::answer( 200, self::receipt( $existing ) );
+				}
+				throw new Galley_Publishing_Refusal(
+					self::answer(
+						422,
+						array(
+							'error'  => 'idempotency_mismatch',
+							'detail' => sprintf(
+								'This operation key was applied to brief %s revision %d with payload hash %s.',
+								$existing->brief_id,
+								(int) $existing->revision,
+								$existing->payload_hash
+							),
+						)
+					)
+				);
+			}
+
+			// 3. The fence: never an older (or the same) revision over a newer one.
+			$current = (int) $brief->revision;
+			if ( $p['revision'] <= $current ) {
+				self::rollback( 0 );
+				throw new Galley_Publishing_Refusal(
+					self::answer(
+						409,
+						array(
+							'error'            => 'stale_revision',
+							'current_revision' => $current,
+							'detail'           => "Brief {$p['brief_id']} already holds revision {$current}.",
+						)
+					)
+				);
+			}
+
+			// 4. The post: created for the brief's first publication, updated (same post, same slug) after.
+			$post_id      = self::write_post( $p, $brief->post_id ? (int) $brief->post_id : 0 );
+			$touched_post = $post_id;
+			if ( self::TEST_FAIL_TITLE === $p['payload']['title'] && defined( 'GALLEY_PUBLISHING_TEST_FAULTS' ) && true === GALLEY_PUBLISHING_TEST_FAULTS ) {
+				throw new RuntimeException( 'Test fault: failing after the post insert.' );
+			}
+
+			// 5. Our rows. A new connection here means WordPress reconnected mid-transaction.
+			self::same_connection( $dbh );
+			$inserted = $wpdb->query(
+				$wpdb->prepare(
+					"INSERT INTO {$publications} (operation_key, brief_id, revision, payload_hash, payload, post_id, created_gmt) VALUES (%s, %s, %d, %s, %s, %d, %s)",
+					$p['operation_key'],
+					$p['brief_id'],
+					$p['revision'],
+					$p['payload_hash'],
+					self::canonical_payload( $p['payload'] ),
+					$post_id,
+					gmdate( 'Y-m-d H:i:s' )
+				)
+			);
+			if ( false === $inserted ) {
+				throw self::db_error();
+			}
+			$publication_id = (int) $wpdb->insert_id;
+			self::sql( $wpdb->prepare( "UPDATE {$briefs} SET post_id = %d, revision = %d WHERE brief_id = %s", $post_id, $p['revision'], $p['brief_id'] ) );
+			$row = self::row( $wpdb->prepare( "SELECT * FROM {$publications} WHERE id = %d", $publication_id ) );
+			if ( ! $row ) {
+				throw new RuntimeException( "Publication {$publication_id} is missing right after its insert." );
+			}
+
+			// 6. Nothing may have failed on the way, not even an error WordPress swallowed.
+			$errors_now = is_array( $EZSQL_ERROR ) ? count( $EZSQL_ERROR ) : 0;
+			if ( $errors_now !== $errors_before ) {
+				$last = $EZSQL_ERROR[ $errors_now - 1 ];
+				throw new RuntimeException( 'A database error occurred during the publication: ' . $last['error_str'] );
+			}
+			self::same_connection( $dbh );
+			self::sql( 'COMMIT' );
+			self::sql( 'SET autocommit = 1' );
+			return self::answer( 201, self::receipt( $row ) );
+		} catch ( Throwable $error ) {
+			self::rollback( $touched_post );
+			throw $error;
+		}
+	}
+
+	private static function canonical_payload( array $payload ) {
+		ksort( $payload, SORT_STRING );
+		return json_encode( $payload, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_LINE_TERMINATORS | JSON_THROW_ON_ERROR );
+	}
+
+	/** Create or update the brief's post with exactly the payload's title and body; its id. */
+	private static function write_post( array $p, $post_id ) {
+		global $wpdb;
+		$title = $p['payload']['title'];
+		$body  = $p['payload']['body'];
+		$post  = $post_id ? get_post( $post_id ) : null;
+		$data  = array(
+			'post_title'   => $title,
+			'post_content' => $body,
+			'post_status'  => 'publish',
+			'post_type'    => 'post',
+		);
+		if ( $post && 'post' === $post->post_type ) {
+			if ( ! current_user_can( 'edit_post', $post->ID ) ) {
+				throw new Galley_Publishing_Refusal(
+					self::answer( 403, array( 'error' => 'forbidden', 'detail' => "This user may not edit post {$post->ID}, the post of this brief." ) )
+				);
+			}
+			$data['ID'] = $post->ID;
+			$result     = wp_update_post( wp_slash( $data ), true );
+		} else {
+			$data['post_author'] = get_current_user_id();
+			$result              = wp_insert_post( wp_slash( $data ), true );
+		}
+		if ( is_wp_error( $result ) ) {
+			throw new RuntimeException( 'WordPress could not write the post: ' . $result->get_error_message() );
+		}
+		$post_id = (int) $result;
+		if ( $post_id <= 0 ) {
+			throw new RuntimeException( 'WordPress wrote no post.' );
+		}
+
+		// The save filters (title trim, entity conversion) may have changed the text; an
+		// unfiltered_html user publishes exactly what was approved.
+		$stored = self::row( $wpdb->prepare( "SELECT post_title, post_content FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
+		if ( ! $stored ) {
+			throw new RuntimeException( "Post {$post_id} is missing right after it was written." );
+		}
+		$exact = 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_title' )
+			&& 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_content' );
+		if ( ( $stored->post_title !== $title || $stored->post_content !== $body ) && $exact && current_user_can( 'unfiltered_html' ) ) {
+			self::sql( $wpdb->prepare( "UPDATE {$wpdb->posts} SET post_title = %s, post_content = %s WHERE ID = %d", $title, $body, $post_id ) );
+			clean_post_cache( $post_id );
+		}
+
+		$meta = array(
+			'galley_brief_id'      => $p['brief_id'],
+			'galley_revision'      => $p['revision'],
+			'galley_payload_hash'  => $p['payload_hash'],
+			'galley_operation_key' => $p['operation_key'],
+		);
+		foreach ( $meta as $key => $value ) {
+			if ( false === update_post_meta( $post_id, $key, wp_slash( $value ) ) && (string) get_post_meta( $post_id, $key, true ) !== (string) $value ) {
+				throw new RuntimeException( "Could not store the post meta {$key}." );
+			}
+		}
+		return $post_id;
+	}
+
+	// --- database helpers --------------------------------------------------------------------
+
+	private static function sql( $sql ) {
+		global $wpdb;
+		$result = $wpdb->query( $sql );
+		if ( false === $result ) {
+			throw self::db_error();
+		}
+		return $result;
+	}
+
+	private static function row( $sql ) {
+		global $wpdb;
+		$row = $wpdb->get_row( $sql );
+		if ( '' !== $wpdb->last_error ) {
+			throw self::db_error();
+		}
+		return $row;
+	}
+
+	private static function db_error() {
+		global $wpdb;
+		$errno   = ( $wpdb->dbh instanceof mysqli ) ? mysqli_errno( $wpdb->dbh ) : 0;
+		$message = "database error {$errno}: {$wpdb->last_error}";
+		if ( 1213 === $errno || 1062 === $errno ) { // deadlock; a concurrent insert of the same key won
+			return new Galley_Publishing_Retry( $message );
+		}
+		if ( 1205 === $errno ) { // lock wait timeout
+			return new Galley_Publishing_Busy( $message );
+		}
+		return new RuntimeException( $message );
+	}
+
+	private static function same_connection( $dbh ) {
+		global $wpdb;
+		if ( $wpdb->dbh !== $dbh ) {
+			throw new RuntimeException( 'The database connection was replaced during the transaction.' );
+		}
+	}
+
+	private static function rollback( $touched_post ) {
+		global $wpdb;
+		$wpdb->query( 'ROLLBACK' );
+		$wpdb->query( 'SET autocommit = 1' );
+		// In-process and persistent caches may hold what the rolled-back transaction wrote.
+		if ( $touched_post ) {
+			clean_post_cache( $touched_post );
+		}
+		wp_cache_delete( 'alloptions', 'options' );
+		wp_cache_delete( 'notoptions', 'options' );
+		if ( function_exists( 'wp_cache_flush_runtime' ) ) {
+			wp_cache_flush_runtime();
+		}
+	}
+
+	// --- reads -------------------------------------------------------------------------------
+
+	private static function ready() {
+		try {
+			self::ensure_schema();
+			return null;
+		} catch ( Throwable $error ) {
+			return self::internal( $error );
+		}
+	}
+
+	public static function lookup( WP_REST_Request $request ) {
+		global $wpdb;
+		$key = $request->get_query_params();
+		$key = isset( $key['operation_key'] ) ? $key['operation_key'] : null;
+		if ( ! is_string( $key ) || '' === $key ) {
+			return self::invalid( 'The operation_key query parameter is required.' );
+		}
+		$failed = self::ready();
+		if ( $failed ) {
+			return $failed;
+		}
+		$table = self::publications_table();
+		$row   = $wpdb->get_row( $wpdb->prepare( "SELECT * FROM {$table} WHERE operation_key = %s", $key ) );
+		if ( ! $row || (string) $row->operation_key !== $key ) {
+			return self::not_found( 'No publication has this operation key.' );
+		}
+		return self::answer( 200, self::receipt( $row ) );
+	}
+
+	public static function read_back( WP_REST_Request $request ) {
+		global $wpdb;
+		$id = (string) $request->get_param( 'id' );
+		if ( ! preg_match( '/\A[1-9][0-9]{0,18}\z/', $id ) ) {
+			return self::not_found( 'No publication has this id.' );
+		}
+		$failed = self::ready();
+		if ( $failed ) {
+			return $failed;
+		}
+		$table = self::publications_table();
+		$row   = $wpdb->get_row( $wpdb->prepare( "SELECT * FROM {$table} WHERE id = %s", $id ) );
+		if ( ! $row ) {
+			return self::not_found( 'No publication has this id.' );
+		}
+		$body            = self::receipt( $row );
+		$body['payload'] = json_decode( $row->payload, true );
+		$post            = get_post( (int) $row->post_id );
+		$body['post']    = $post ? array(
+			'title'   => $post->post_title,
+			'content' => $post->post_content,
+			'status'  => $post->post_status,
+		) : null;
+		return self::answer( 200, $body );
+	}
+
+	public static function brief( WP_REST_Request $request ) {
+		global $wpdb;
+		$brief_id = (string) $request->get_param( 'brief_id' );
+		$failed   = self::ready();
+		if ( $failed ) {
+			return $failed;
+		}
+		$table = self::briefs_table();
+		$row   = $wpdb->get_row( $wpdb->prepare( "SELECT * FROM {$table} WHERE brief_id = %s", $brief_id ) );
+		if ( ! $row || (string) $row->brief_id !== $brief_id || ! $row->post_id ) {
+			return self::not_found( 'No publication exists for this brief.' );
+		}
+		$permalink = get_permalink( (int) $row->post_id );
+		return self::answer(
+			200,
+			array(
+				'brief_id'  => (string) $row->brief_id,
+				'post_id'   => (int) $row->post_id,
+				'revision'  => (int) $row->revision,
+				'permalink' => $permalink ? $permalink : '',
+			)
+		);
+	}
+
+	public static function status() {
+		$user = wp_get_current_user();
+		return self::answer(
+			200,
+			array(
+				'plugin'  => 'galley-publishing',
+				'version' => GALLEY_PUBLISHING_VERSION,
+				'fence'   => true,
+				'user'    => $user->user_login,
+			)
+		);
+	}
+}
+
+Galley_Publishing::boot();
