@@ -57,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     state = var_dir()
     state.mkdir(parents=True, exist_ok=True)
-    start_target = not os.environ.get("GALLEY_TARGET_URL")
+    # The bundled reference target runs unless another target is configured: a URL of its own,
+    # or WordPress (GALLEY_TARGET_KIND=wordpress with GALLEY_WORDPRESS_*).
+    wordpress = os.environ.get("GALLEY_TARGET_KIND", "reference") == "wordpress"
+    start_target = not wordpress and not os.environ.get("GALLEY_TARGET_URL")
     if start_target:
         os.environ["GALLEY_TARGET_URL"] = f"http://{options.host}:{options.target_port}"
     if not os.environ.get("GALLEY_TARGET_TOKEN"):
@@ -109,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         children["workers"] = subprocess.Popen(manage("qcluster"), start_new_session=True)
         children["web"] = subprocess.Popen(manage("runserver", address, "--noreload"), start_new_session=True)
-        print(f"galley: web on http://{address}/, target {os.environ['GALLEY_TARGET_URL']}", flush=True)
+        where = os.environ.get("GALLEY_WORDPRESS_URL", "") if wordpress else os.environ["GALLEY_TARGET_URL"]
+        print(f"galley: web on http://{address}/, target {where}", flush=True)
         print("galley: Ctrl-C stops everything", flush=True)
         while not stopping:
             for name, child in children.items():
