@@ -83,6 +83,11 @@ def check_decide_revision(
             f"You already decided “{existing.get_decision_display()}” on revision {revision.number}; "
             "decisions are final. Ask the editor for a new revision."
         )
+    if brief.published_revision_number == revision.number:
+        raise DecisionAlreadyMade(
+            f"Revision {revision.number} is already published: there is nothing left to decide on it. "
+            "To change the article, ask the editor for a new revision."
+        )
     approval = get_valid_approval(revision)
     if decision == Approval.Decision.CHANGES_REQUESTED and approval is not None:
         raise DecisionAlreadyMade(

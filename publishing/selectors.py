@@ -246,6 +246,9 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser) -> R
         own_decision=own_decision,
         valid_approval=get_valid_approval(revision),
         publication_state=get_publication_state(revision),
-        may_decide=is_current and own_decision is None and has_role(viewer, Role.APPROVER),
+        may_decide=is_current
+        and own_decision is None
+        and brief.published_revision_number != revision.number
+        and has_role(viewer, Role.APPROVER),
         is_own_revision=revision.author_id == viewer.pk,
     )

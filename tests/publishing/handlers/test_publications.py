@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.actions import check_decide_revision
+from approvals.errors import DecisionAlreadyMade
 from approvals.models import Approval
 from galley.reference_target import Faults, ReferenceTarget
 from publishing.actions import publications
@@ -31,7 +32,7 @@ from publishing.hashing import payload_hash
 from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
 from publishing.roles import Role
-from publishing.selectors import access_brief
+from publishing.selectors import access_brief, get_revision_page
 from workers.actions.claims import claim_operations
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_retry_operation_now
@@ -859,3 +860,30 @@ def test_done_means_observed__permalink_shows_another_article__retried_until_it_
     assert run_worker() == {"succeeded": 1}
     assert applied(target) == [application_of(revision)]
     assert_published(brief, revision)
+
+
+@pytest.mark.parametrize("decision", [Approval.Decision.APPROVED, Approval.Decision.CHANGES_REQUESTED])
+def test_revision_bound_approval__decision_on_a_published_revision__refused_in_plain_words(
+    target, brief, revise, approver, approver2, decision
+):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    run_worker()
+    assert_published(brief, revision)
+    events = AuditEvent.objects.count()
+
+    refused = pytest.raises(DecisionAlreadyMade, match=r"Revision 1 is already published: there is nothing left")
+    with refused, transaction.atomic(durable=True):
+        check_decide_revision(
+            brief.public_id,
+            revision_number=revision.number,
+            payload_hash=revision.payload_hash,
+            decision=decision,
+            acting_user=approver2,
+        )
+
+    assert Approval.objects.filter(revision=revision).count() == 1
+    assert AuditEvent.objects.count() == events
+    assert_published(brief, revision)
+    page = get_revision_page(fresh(brief), revision, viewer=approver2)
+    assert page.may_decide is False
