@@ -524,3 +524,26 @@ def test_query_count__brief_and_revision_pages__independent_of_revisions_and_dec
         revise_and_decide(number, decisions=3)
     assert _queries_for(client, f"/briefs/{brief.public_id}/") == brief_page
     assert _queries_for(client, f"/briefs/{brief.public_id}/revisions/8/") == revision_page
+
+
+# --- bad input: a NUL character in the address is a 400 that says so, never a 500 -----------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/briefs/%00/",
+        "/briefs/brief-001%00/",
+        "/briefs/brief-001/revisions/1/?x=%00",
+        "/?q=%00",
+        "/?status=draft%00",
+        "/admin/workers/operation/?status__exact=%00",
+        "/admin/workers/operation/?q%00=x",
+    ],
+)
+def test_bad_input__nul_in_address__400_with_a_clear_message(operator, brief, path):
+    operator.is_staff = True
+    operator.save(update_fields=["is_staff"])
+    response = client_for(operator).get(path)
+    assert response.status_code == 400
+    assertContains(response, "The address contains a NUL character (%00)", status_code=400)
