@@ -7,11 +7,22 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from approvals.actions import check_decide_revision
+from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
 from approvals.forms import DecisionForm
 from approvals.models import Approval
-from publishing.errors import GalleyError
+from publishing.errors import GalleyError, InvalidInput, NotFound
 from publishing.roles import Role, require_role
 from publishing.selectors import access_brief, get_revision, get_revision_page
+
+# A refusal's status says whose move it is: fix the form (400), nothing there (404), not yours to
+# make (403), or the revision moved on / the decision was made (409).
+REFUSAL_STATUS: dict[type[GalleyError], int] = {
+    InvalidInput: 400,
+    NotFound: 404,
+    SelfApproval: 403,
+    StaleApproval: 409,
+    DecisionAlreadyMade: 409,
+}
 
 
 @require_POST
@@ -40,7 +51,10 @@ def decide(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
         form.add_error(None, exc.message)
         page = get_revision_page(brief, revision, viewer=request.user)
         return render(
-            request, "publishing/revision_detail.html", {**page.as_context(), "decision_form": form}, status=409
+            request,
+            "publishing/revision_detail.html",
+            {**page.as_context(), "decision_form": form},
+            status=REFUSAL_STATUS.get(type(exc), 409),
         )
     label = Approval.Decision(approval.decision).label
     if created:
