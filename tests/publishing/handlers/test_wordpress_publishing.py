@@ -1,0 +1,521 @@
+"""Exactly-once publishing end to end against a real WordPress with Galley's plugin (PRODUCT.md §7.7):
+approval → publish operation → WordPress (through a fault-injecting proxy, tests/fault_proxy.py) →
+publication → read-back verification. Test names say which invariant of PRODUCT.md §4 they guard.
+
+"Applied exactly once" is a fact about WordPress, so every test counts WordPress's own rows: the
+posts that carry the brief (wp_posts + wp_postmeta) and the plugin's publication rows.
+
+WordPress runs once per session and keeps its state, while Galley's brief ids are only unique within
+one database (another test database, or a database reset, numbers from `brief-001` again), so each
+test starts by removing what earlier tests left in WordPress for Galley-style brief ids
+(`_forget_galley_briefs`). Permalinks carry WordPress's own
+address, so the verification's page fetch goes to WordPress directly, past the proxy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from io import StringIO
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connections, transaction
+
+from publishing.actions.briefs import check_create_brief
+from publishing.clients.target import TargetStaleRevision, WordPressClient
+from publishing.hashing import payload_hash
+from publishing.identities import PUBLISH, VERIFY, publish_key
+from publishing.models import Publication, Revision
+from tests.fault_proxy import DROP_AFTER_FORWARD, HANG_AFTER_FORWARD, UNAVAILABLE, FaultProxy
+from tests.publishing.handlers.test_publications import (
+    approve,
+    assert_published,
+    attempts_of,
+    expire_lease,
+    fresh,
+    make_due,
+    publish_op,
+    run_worker,
+    verify_op,
+)
+from tests.wordpress import WordPress
+from workers.actions.claims import claim_operations
+from workers.actions.operator import do_retry_operation_now
+from workers.runner import drain, run_operation
+
+pytestmark = [pytest.mark.wordpress, pytest.mark.django_db(transaction=True)]
+
+# Generous where the timeout is not the point (a loaded CPU must not turn a publish into a timeout);
+# the lease outlasts 2.5 x the timeout, as settings validation demands at startup.
+TIMEOUT_SECONDS = 10.0
+LEASE_SECONDS = 30
+# Where the timeout is the point: the proxy holds the answer until released, far past this.
+SHORT_TIMEOUT_SECONDS = 3.0
+SHORT_LEASE_SECONDS = 10
+
+GALLEY_BRIEF_IDS = "'^brief-[0-9]+$'"  # brief_public_id(): brief-001, brief-042, brief-1234
+
+
+# --- fixtures and helpers ------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(settings):
+    """Retries a test does not look at happen at once; tests that look at one set their own backoff."""
+    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
+    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
+
+
+@pytest.fixture(autouse=True)
+def _forget_galley_briefs(wordpress: WordPress) -> None:
+    forget_galley_briefs(wordpress)
+
+
+def forget_galley_briefs(wordpress: WordPress) -> None:
+    """Remove from WordPress every post, publication and brief row of a Galley-style brief id, so that
+    this test's brief-001 is new to WordPress too. Only the site's own database is touched."""
+    if not wordpress.sql("SHOW TABLES LIKE 'wp\\_galley\\_publications'"):
+        return  # the plugin creates its tables on first use
+    posts = [
+        row[0]
+        for row in wordpress.sql(
+            "SELECT DISTINCT post_id FROM wp_postmeta"
+            f" WHERE meta_key = 'galley_brief_id' AND meta_value REGEXP {GALLEY_BRIEF_IDS}"
+        )
+    ]
+    if posts:
+        ids = ", ".join(str(int(post)) for post in posts)
+        family = f"SELECT ID FROM wp_posts WHERE ID IN ({ids}) OR post_parent IN ({ids})"  # with WP's revisions
+        everything = ", ".join(row[0] for row in wordpress.sql(family))
+        wordpress.sql(
+            f"DELETE FROM wp_postmeta WHERE post_id IN ({everything});"
+            f" DELETE FROM wp_term_relationships WHERE object_id IN ({everything});"
+            f" DELETE FROM wp_posts WHERE ID IN ({everything});"
+        )
+    wordpress.sql(
+        f"DELETE FROM wp_galley_publications WHERE brief_id REGEXP {GALLEY_BRIEF_IDS};"
+        f" DELETE FROM wp_galley_briefs WHERE brief_id REGEXP {GALLEY_BRIEF_IDS};"
+    )
+
+
+@pytest.fixture
+def proxy(wordpress: WordPress) -> Iterator[FaultProxy]:
+    with FaultProxy(wordpress.url) as proxy:
+        yield proxy
+
+
+def use_wordpress(settings, wordpress: WordPress, url: str, *, timeout: float = TIMEOUT_SECONDS) -> None:
+    """Galley's settings for WordPress at `url` (the proxy, or WordPress itself)."""
+    settings.GALLEY_TARGET_KIND = "wordpress"
+    settings.GALLEY_WORDPRESS_URL = url
+    settings.GALLEY_WORDPRESS_USER = wordpress.user
+    settings.GALLEY_WORDPRESS_APP_PASSWORD = wordpress.app_password
+    settings.GALLEY_TARGET_TIMEOUT_SECONDS = timeout
+    settings.GALLEY_LEASE_SECONDS = LEASE_SECONDS if timeout == TIMEOUT_SECONDS else SHORT_LEASE_SECONDS
+    assert settings.GALLEY_LEASE_SECONDS > 2.5 * settings.GALLEY_TARGET_TIMEOUT_SECONDS
+
+
+@pytest.fixture
+def direct(settings, wordpress: WordPress) -> WordPress:
+    """Galley publishes to WordPress itself."""
+    use_wordpress(settings, wordpress, wordpress.url)
+    return wordpress
+
+
+@pytest.fixture
+def proxied(settings, wordpress: WordPress, proxy: FaultProxy) -> FaultProxy:
+    """Galley publishes to WordPress through the fault proxy (passing everything until told otherwise)."""
+    use_wordpress(settings, wordpress, proxy.url)
+    return proxy
+
+
+def wordpress_client(wordpress: WordPress, *, url: str | None = None) -> WordPressClient:
+    return WordPressClient(
+        site_url=url or wordpress.url, user=wordpress.user, app_password=wordpress.app_password, timeout=60
+    )
+
+
+def galley_posts(wordpress: WordPress, brief_id: str) -> list[str]:
+    """IDs of the posts (any status, no WordPress revisions) that carry this brief, from WordPress's tables."""
+    rows = wordpress.sql(
+        "SELECT p.ID FROM wp_posts p JOIN wp_postmeta m ON m.post_id = p.ID AND m.meta_key = 'galley_brief_id'"
+        f" WHERE p.post_type = 'post' AND m.meta_value = {wordpress.quote(brief_id)} ORDER BY p.ID"
+    )
+    return [row[0] for row in rows]
+
+
+def publication_rows(wordpress: WordPress, brief_id: str) -> list[tuple[str, int, str]]:
+    """The plugin's publication rows of a brief as (operation key, revision, payload hash), in order."""
+    rows = wordpress.sql(
+        "SELECT operation_key, revision, payload_hash FROM wp_galley_publications"
+        f" WHERE brief_id = {wordpress.quote(brief_id)} ORDER BY id"
+    )
+    return [(key, int(revision), digest) for key, revision, digest in rows]
+
+
+def application_of(revision: Revision) -> tuple[str, int, str]:
+    return (publish_key(revision.brief.public_id, revision.number), revision.number, revision.payload_hash)
+
+
+def post_of(wordpress: WordPress, brief_id: str) -> dict[str, Any]:
+    """The brief's one post as WordPress's core REST API shows it to an editor (raw title, content, meta)."""
+    (post_id,) = galley_posts(wordpress, brief_id)
+    response = httpx.get(
+        wordpress.rest(f"wp/v2/posts/{post_id}"), params={"context": "edit"}, auth=wordpress.auth, timeout=60
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def assert_post_shows(wordpress: WordPress, revision: Revision) -> None:
+    post = post_of(wordpress, revision.brief.public_id)
+    assert (post["title"]["raw"], post["content"]["raw"], post["status"]) == (
+        revision.payload["title"],
+        revision.payload["body"],
+        "publish",
+    )
+    assert (post["meta"]["galley_revision"], post["meta"]["galley_payload_hash"]) == (
+        revision.number,
+        revision.payload_hash,
+    )
+
+
+def run_in_threads(*calls: Callable[[], Any]) -> list[Any]:
+    """Run the calls at once (released together by a barrier), each on its own thread with its own
+    database connection (closed after); their results in order, or the first exception raised."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException] = []
+
+    def run(index: int, call: Callable[[], Any]) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[index] = call()
+        except BaseException as exc:  # re-raised on the test's thread below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(index, call)) for index, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a racing thread did not finish"
+    if errors:
+        raise errors[0]
+    return results
+
+
+# --- invariant 10: done means observed ---------------------------------------------------------------
+
+
+def test_done_means_observed__approve_publish_verify__one_post_published(direct, brief, revise, approver):
+    title = "Harbour strike: day one"
+    body = "<p>Dockers walked out at dawn.</p>\n\n<p>Cranes stood still &amp; the gates stayed shut.</p>"
+    revision = revise(brief, body, title=title)
+    approve(revision, by=approver)
+
+    assert run_worker() == {"succeeded": 2}
+
+    publish, verify = publish_op(revision), verify_op(revision)
+    assert (publish.status, publish.result["first_application"]) == ("succeeded", True)
+    assert (verify.status, verify.result["verified_hash"], verify.result["title_shown"]) == (
+        "succeeded",
+        revision.payload_hash,
+        True,
+    )
+    assert_published(brief, revision)
+    publication = Publication.objects.get()
+    assert publication.permalink.startswith(direct.url + "/")
+    assert publication.permalink == publish.result["permalink"] == verify.result["permalink"]
+    # WordPress holds exactly one post, with exactly the approved text, and one publication row.
+    assert len(galley_posts(direct, brief.public_id)) == 1
+    assert_post_shows(direct, revision)
+    assert publication_rows(direct, brief.public_id) == [application_of(revision)]
+    with wordpress_client(direct) as client:
+        read_back = client.read_back(publication.external_id)
+    assert (read_back.operation_key, read_back.payload_hash) == (publish.key, revision.payload_hash)
+    assert read_back.permalink == publication.permalink
+    assert [(a.outcome, a.ambiguous) for a in attempts_of(publish)] == [("succeeded", False)]
+
+
+# --- invariant 1: operation identity (and invariant 9's ambiguous kinds) --------------------------------
+
+
+def test_operation_identity__replay_after_lost_answer__adopted_by_lookup_one_post(
+    proxied, wordpress, brief, revise, approver, settings
+):
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60  # it waits to retry
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    proxied.inject(DROP_AFTER_FORWARD, times=1)
+
+    assert run_worker() == {"retry": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.last_error_kind) == ("retry_wait", "connection")
+    (lost,) = proxied.publishes()
+    assert (lost.fault, lost.forwarded, lost.upstream_status) == (DROP_AFTER_FORWARD, True, 201)  # it applied
+    assert publication_rows(wordpress, brief.public_id) == [application_of(revision)]
+    assert not Publication.objects.exists()  # Galley cannot know yet
+
+    make_due(operation)
+    assert run_worker() == {"succeeded": 2}
+
+    operation.refresh_from_db()
+    first, second = attempts_of(operation)
+    assert (first.outcome, first.error_kind, first.http_status, first.ambiguous) == ("retry", "connection", None, False)
+    assert (second.outcome, second.ambiguous) == ("succeeded", True)
+    assert first.id != second.id
+    assert operation.result["first_application"] is False
+    # Adopted by the look-up by key: the lost POST is the only one WordPress ever received.
+    assert proxied.publishes() == [lost]
+    assert [operation.key] in [parse_qs(urlsplit(e.path).query).get("operation_key") for e in proxied.exchanges]
+    assert len(galley_posts(wordpress, brief.public_id)) == 1
+    assert publication_rows(wordpress, brief.public_id) == [application_of(revision)]
+    assert_published(brief, revision)
+    assert_post_shows(wordpress, revision)
+
+
+def test_operation_identity__hang_past_client_timeout__one_post(proxied, wordpress, brief, revise, approver, settings):
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60
+    use_wordpress(settings, wordpress, proxied.url, timeout=SHORT_TIMEOUT_SECONDS)
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    proxied.inject(HANG_AFTER_FORWARD, times=1)  # held until released: longer than any timeout here
+
+    assert run_worker() == {"retry": 1}
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.last_error_kind) == ("retry_wait", "timeout")
+    # The held POST reached WordPress (on a loaded machine WordPress may finish after the client gave up).
+    (held,) = proxied.wait_for(lambda seen: any(e.fault == HANG_AFTER_FORWARD for e in seen))
+    assert (held.forwarded, held.upstream_status) == (True, 201)
+    proxied.release()
+    assert publication_rows(wordpress, brief.public_id) == [application_of(revision)]
+
+    use_wordpress(settings, wordpress, proxied.url)
+    make_due(operation)
+    assert run_worker() == {"succeeded": 2}
+
+    operation.refresh_from_db()
+    first, second = attempts_of(operation)
+    assert (first.outcome, first.error_kind, first.http_status) == ("retry", "timeout", None)
+    assert (second.outcome, second.ambiguous) == ("succeeded", True)
+    assert operation.result["first_application"] is False
+    assert [exchange.fault for exchange in proxied.publishes()] == [HANG_AFTER_FORWARD]  # never sent again
+    assert len(galley_posts(wordpress, brief.public_id)) == 1
+    assert publication_rows(wordpress, brief.public_id) == [application_of(revision)]
+    assert_published(brief, revision)
+    assert_post_shows(wordpress, revision)
+
+
+def test_operation_identity__two_workers_race_same_key__one_post(proxied, wordpress, brief, revise, approver, editor):
+    other = check_create_brief(title="Ferry strike", source_material="Ferries stayed in port.", acting_user=editor)
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    second = revise(other, "Ferries stayed in port.", title="Ferry strike")
+    approve(second, by=approver)  # approved first, so claimed first
+    approve(first, by=approver)
+    # A worker claims the second brief's publish and is cut off before sending; its lease runs out
+    # (mid-way), so a racing worker takes it over.
+    (partitioned,) = claim_operations(worker_id="w-partitioned", limit=1, kinds=[PUBLISH])
+    assert partitioned.key == publish_op(second).key
+    expire_lease(publish_op(second))
+    duplicate = {
+        "operation_key": publish_op(first).key,
+        "brief_id": brief.public_id,
+        "revision": first.number,
+        "payload_hash": first.payload_hash,
+        "payload": first.payload,
+    }
+
+    def send_duplicate() -> tuple[Any, bool]:
+        with wordpress_client(wordpress, url=proxied.url) as client:
+            return client.publish(**duplicate)
+
+    def drain_as(worker_id: str) -> Counter[str]:
+        return drain(worker_id=worker_id, kinds=[PUBLISH, VERIFY], time_budget=60, idle_wait=2.0)
+
+    outcomes_a, outcomes_b, (receipt_a, created_a), (receipt_b, created_b) = run_in_threads(
+        lambda: drain_as("w-race-a"), lambda: drain_as("w-race-b"), send_duplicate, send_duplicate
+    )
+
+    # The partitioned worker wakes: its lease is gone, it sends and writes nothing.
+    posts_before = len(proxied.publishes())
+    assert run_operation(partitioned) == "lease_lost"
+    assert len(proxied.publishes()) == posts_before
+
+    # Two publishes and two verifications; a "busy, retry after 1 s" from WordPress under the race is
+    # the target asking to wait, which the drains (idle_wait 2 s) wait out.
+    outcomes = outcomes_a + outcomes_b
+    assert outcomes["succeeded"] == 4 and set(outcomes) <= {"succeeded", "retry"}, outcomes
+    publish_first, publish_second = publish_op(first), publish_op(second)
+    assert (publish_first.status, publish_second.status) == ("succeeded", "succeeded")
+    assert publish_second.lease_owner == "" and publish_second.fencing_token == partitioned.fencing_token + 1
+    taken_over = attempts_of(publish_second)[-1]  # the take-over looked the key up before sending
+    assert (taken_over.outcome, taken_over.ambiguous, taken_over.worker_id != "w-partitioned") == (
+        "succeeded",
+        True,
+        True,
+    )
+    # Exactly one first application of the raced key, whoever won; every receipt is the same one.
+    assert [created_a, created_b, publish_first.result["first_application"]].count(True) == 1
+    assert receipt_a == receipt_b
+    assert receipt_a.id == Publication.objects.get(revision=first).external_id
+    for revision in (first, second):
+        assert len(galley_posts(wordpress, revision.brief.public_id)) == 1
+        assert publication_rows(wordpress, revision.brief.public_id) == [application_of(revision)]
+        assert Publication.objects.filter(operation_key=publish_key(revision.brief.public_id, 1)).count() == 1
+        assert_published(revision.brief, revision)
+        assert_post_shows(wordpress, revision)
+    assert galley_posts(wordpress, brief.public_id) != galley_posts(wordpress, other.public_id)
+
+
+# --- invariant 4: no regression (the plugin's revision fence) --------------------------------------------
+
+
+def test_no_regression__older_revision_after_newer__refused_by_plugin(direct, brief, revise, approver):
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(first, by=approver)
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.", title="Harbour closed")
+    approve(second, by=approver)
+    # Galley orders them: the older intent ends before it is sent.
+    assert (publish_op(first).status, publish_op(first).attempts) == ("superseded", 0)
+
+    run_worker()
+    assert_published(brief, second)
+    assert_post_shows(direct, second)
+
+    # A late send of revision 1 (a request delayed in the network past its lease) meets the fence.
+    with wordpress_client(direct) as client, pytest.raises(TargetStaleRevision) as refused:
+        client.publish(
+            operation_key=publish_key(brief.public_id, 1),
+            brief_id=brief.public_id,
+            revision=1,
+            payload_hash=first.payload_hash,
+            payload=first.payload,
+        )
+
+    assert (refused.value.current_revision, refused.value.status) == (2, 409)
+    assert len(galley_posts(direct, brief.public_id)) == 1
+    assert publication_rows(direct, brief.public_id) == [application_of(second)]
+    assert_post_shows(direct, second)
+    assert_published(brief, second)
+
+
+def test_no_regression__operator_revives_older_publish_after_newer_at_wordpress__superseded_not_published(
+    proxied, wordpress, brief, revise, approver, operator, settings
+):
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    settings.GALLEY_WORDPRESS_APP_PASSWORD = "wrong pass word xxxx"
+    approve(first, by=approver)
+    assert run_worker() == {"dead": 1}  # WordPress refused the credentials: finished, so it orders nothing
+    assert publish_op(first).last_error_kind == "auth"
+    settings.GALLEY_WORDPRESS_APP_PASSWORD = wordpress.app_password
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.", title="Harbour closed")
+    approve(second, by=approver)
+    assert run_worker() == {"succeeded": 2}
+    assert_published(brief, second)
+
+    # The operator revives the old dead letter after the newer revision is at WordPress.
+    with transaction.atomic(durable=True):
+        assert do_retry_operation_now(publish_op(first), acting_user=operator)
+    assert run_worker() == {"superseded": 1}
+
+    old = publish_op(first)
+    assert old.status == "superseded"
+    assert old.last_error_message == f"revision 2 of {brief.public_id} is already published"
+    assert attempts_of(old)[-1].outcome == "superseded"
+    assert not Publication.objects.filter(revision=first).exists()
+    # Revision 1 went out once (refused, 401) and never again.
+    first_key = publish_op(first).key.encode()
+    assert [(e.upstream_status, first_key in e.body) for e in proxied.publishes()] == [(401, True), (201, False)]
+    assert len(galley_posts(wordpress, brief.public_id)) == 1
+    assert publication_rows(wordpress, brief.public_id) == [application_of(second)]
+    assert_post_shows(wordpress, second)
+    assert_published(brief, second)
+
+
+def test_no_regression__wordpress_holds_newer_revision_of_another_writer__stale_409_superseded(
+    direct, brief, revise, approver
+):
+    """WordPress already holds revision 2 that Galley knows nothing of: only the plugin's fence can
+    refuse revision 1, and its 409 ends Galley's intent as superseded."""
+    first = revise(brief, "Dockers walked out at dawn.")
+    approve(first, by=approver)
+    elsewhere = f"elsewhere:{brief.public_id}:revision-2"
+    theirs = {"title": "Harbour reopened", "body": "Written by someone else."}
+    with wordpress_client(direct) as client:
+        client.publish(
+            operation_key=elsewhere,
+            brief_id=brief.public_id,
+            revision=2,
+            payload_hash=payload_hash(theirs),
+            payload=theirs,
+        )
+
+    assert run_worker() == {"superseded": 1}
+
+    old = publish_op(first)
+    assert old.status == "superseded"
+    assert old.last_error_message == "the target already holds revision 2 of this brief"
+    assert (attempts_of(old)[-1].outcome, attempts_of(old)[-1].http_status) == ("superseded", None)
+    assert not Publication.objects.exists()
+    assert publication_rows(direct, brief.public_id) == [(elsewhere, 2, payload_hash(theirs))]
+    assert post_of(direct, brief.public_id)["title"]["raw"] == "Harbour reopened"
+    assert fresh(brief).published_revision_number is None
+
+
+# --- invariant 9: retry by failure kind -------------------------------------------------------------------
+
+
+def test_retry_by_failure_kind__wordpress_unavailable_503__waits_then_publishes(
+    proxied, wordpress, brief, revise, approver, settings
+):
+    settings.GALLEY_MAX_ATTEMPTS = 2  # fewer than the waits: waiting must not spend the budget
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    proxied.inject(UNAVAILABLE, times=3)
+
+    assert run_worker() == {"retry": 3, "succeeded": 2}  # Retry-After: 0, so the same drain retries
+
+    operation = publish_op(revision)
+    assert (operation.status, operation.needs_operator) == ("succeeded", False)
+    assert (operation.attempts, operation.waits, operation.max_attempts) == (4, 3, 2)
+    assert [(a.outcome, a.error_kind, a.http_status, a.ambiguous) for a in attempts_of(operation)] == [
+        ("retry", "throttled", 503, False),
+        ("retry", "throttled", 503, False),
+        ("retry", "throttled", 503, False),
+        ("succeeded", "", None, False),
+    ]
+    assert operation.result["first_application"] is True
+    assert [(e.fault, e.forwarded) for e in proxied.publishes()] == [(UNAVAILABLE, False)] * 3 + [("pass", True)]
+    assert len(galley_posts(wordpress, brief.public_id)) == 1
+    assert publication_rows(wordpress, brief.public_id) == [application_of(revision)]
+    assert_published(brief, revision)
+
+
+# --- manage.py check_target against WordPress --------------------------------------------------------------
+
+
+def test_check_target__wordpress__plugin_and_credentials(direct, settings):
+    out = StringIO()
+    call_command("check_target", stdout=out)
+    assert out.getvalue() == (
+        f"target ok: WordPress at {direct.url}: plugin galley-publishing 1, revision fence on, "
+        f"signed in as {direct.user!r}\n"
+    )
+
+    settings.GALLEY_WORDPRESS_APP_PASSWORD = "abcd efgh ijkl mnop qrst uvwx"
+    with pytest.raises(CommandError) as wrong:
+        call_command("check_target")
+    assert str(wrong.value).startswith(
+        "The publishing target is not ready: The target refused our credentials; "
+        "check GALLEY_WORDPRESS_USER / GALLEY_WORDPRESS_APP_PASSWORD"
+    )
