@@ -15,8 +15,9 @@ it: a named crash point (os._exit, as kill -9) or a SIGKILL from the test while 
 for a slow provider answer. A fresh `run_worker --until-idle` (it waits out the dead worker's
 short lease itself) then finishes the pipeline.
 
-Busy machines. Only the killed worker's lease is short (the fresh worker has to wait it out); the
-prep and fresh workers get a lease and a provider timeout no loaded CPU overruns. A slow machine
+Busy machines. Only the killed worker's lease is short (the fresh worker has to wait it out; where
+it must outlast a long provider answer, the test ends it after the kill instead); the prep and
+fresh workers get a lease and a provider timeout no loaded CPU overruns. A slow machine
 may still add attempts (a lease that ran out, a provider answer later than the client's timeout),
 so the assertions are the invariants, not an exact attempt history: each step succeeded exactly
 once and nothing is left open, the attempt the kill interrupted was closed as lease_expired, a
@@ -246,6 +247,9 @@ class Kill:
     lease: int = 3  # short: the fresh worker waits it out
     ai_timeout: float = 1.9  # under lease / 1.5, as settings require
     slow_answer: float = 0.0  # > 0: the fake answers this slowly (but within the client timeout)
+    # The killed worker's lease is long (it must outlast the slow answer): the test moves its expiry to a
+    # past moment after the kill, as if it had run out, instead of waiting it out.
+    expire_lease_after_kill: bool = False
 
 
 KILLS = {
@@ -253,9 +257,11 @@ KILLS = {
     "crash_after_provider_response": Kill("after_provider_response:summary_step", artifact_stored=False),
     # Artifact, next step and success committed: nothing may be asked again.
     "crash_after_finalize": Kill("after_finalize:summary_step", artifact_stored=True),
-    # SIGKILL while the worker waits for the provider's answer (4 s, the client waits up to 5 s): the test
-    # has those 4 s to see the call and kill, which a loaded CPU does not use up.
-    "sigkill_mid_provider_call": Kill("", artifact_stored=False, lease=8, ai_timeout=5.0, slow_answer=4.0),
+    # SIGKILL while the worker waits for the provider's answer (25 s, the client waits up to 30 s): the test
+    # has those 25 s to see the call and kill, which even a badly overloaded machine does not use up.
+    "sigkill_mid_provider_call": Kill(
+        "", artifact_stored=False, lease=60, ai_timeout=30.0, slow_answer=25.0, expire_lease_after_kill=True
+    ),
 }
 PREP_CRASH_POINT = "after_finalize:summary_step"  # a prep worker commits one step, then dies
 
@@ -339,6 +345,9 @@ def test_nothing_lost__worker_killed_during_each_step__pipeline_completes_withou
         assert asked_before_restart.get(step, 0) >= 1, fake.calls()
     calls_before_restart = {c["n"] for c in fake.calls()}
     stored_before_restart = {a.identity: (a.id, a.content) for a in StepArtifact.objects.filter(brief=brief)}
+    if kill_spec.expire_lease_after_kill:
+        # Any past moment will do: the interrupted attempt began before the kill (this host's clock).
+        Operation.objects.filter(id=operation.id, lease_owner="killed").update(lease_expires_at=interrupted.started_at)
 
     fresh = run_worker(spawn, "fresh", env=worker_env(fake, lease=FRESH_LEASE, ai_timeout=FRESH_AI_TIMEOUT))
     assert fresh.wait(timeout=120) == 0, fresh.output()
