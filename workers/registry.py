@@ -68,10 +68,6 @@ def get_handler(kind: str) -> Handler:
         raise LookupError(f"No handler registered for operation kind {kind!r}") from None
 
 
-def registered_kinds() -> list[str]:
-    return sorted(_handlers)
-
-
 # Checks a worker runs once when it starts (e.g. that the publishing target accepts Galley's
 # credentials): each returns what it found or raises with what is wrong. Registered by the domain
 # apps, like handlers; a failing check is logged, never fatal (the target may come up later).

@@ -196,8 +196,9 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
     decision = decide(failure.kind, attempt=claimed.attempt_number, retry_after=failure.retry_after)
     with transaction.atomic(durable=True):
         operation = Operation.objects.only("attempts", "waits", "max_attempts", "deadline").get(id=claimed.operation_id)
+        # A wait is not counted; this attempt, if it failed, is (attempts includes it, waits not yet).
         waiting = failure.kind in WAIT_KINDS
-        counted = operation.attempts - operation.waits - (1 if waiting else 0)
+        counted = operation.attempts - operation.waits
         message = failure.message[:2000]
         if decision.disposition == Disposition.RETRY:
             retry_at = timezone.now() + datetime.timedelta(seconds=decision.delay_seconds)
