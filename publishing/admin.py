@@ -1,10 +1,27 @@
 from __future__ import annotations
 
-from django.contrib import admin
-from django.http import HttpRequest
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
 
 from galley.admin import ReadOnlyAdmin
-from publishing.models import Brief, Revision
+from publishing.actions.resolutions import (
+    OPEN,
+    Outcome,
+    check_adopt_target_revision,
+    check_cancel_publication,
+    check_retry_publication,
+)
+from publishing.errors import GalleyError
+from publishing.identities import PUBLISH, VERIFY
+from publishing.models import Brief, PublicationProblem, Revision
+from publishing.roles import Role, has_role
+from publishing.selectors import get_publication_problem
+from workers.models import AuditEvent, OperationStatus
 
 REVISION_FIELDS = ("number", "payload_hash", "author", "created_at")
 
@@ -37,3 +54,104 @@ class RevisionAdmin(ReadOnlyAdmin):
     list_display = ["brief", "number", "payload_hash", "author", "created_at"]
     search_fields = ["brief__public_id", "payload_hash"]
     list_select_related = ["brief", "author"]
+
+
+class ProblemState(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("open", "Needs an operator"), ("ended", "Settled")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[PublicationProblem]) -> QuerySet[PublicationProblem]:
+        if self.value() == "open":
+            return queryset.filter(status__in=OPEN)
+        if self.value() == "ended":
+            return queryset.exclude(status__in=OPEN)
+        return queryset
+
+
+@admin.register(PublicationProblem)
+class PublicationProblemAdmin(ReadOnlyAdmin):
+    """Dead letters and conflicts of publish and verify operations, and the ones settled before.
+
+    The page of one shows what Galley intended beside what the target held, and the actions that
+    end it (publishing.actions.resolutions); each is a POST to `resolve/`, audited and idempotent.
+    """
+
+    list_display = ["key", "kind", "problem", "status", "attempts", "updated_at"]
+    list_filter = [ProblemState, "status", "kind"]
+    search_fields = ["key", "subject_id"]
+    ordering = ["-updated_at", "-id"]
+    change_form_template = "admin/publishing/publicationproblem/change_form.html"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PublicationProblem]:
+        ever_stuck = (
+            Q(status__in=(*OPEN, OperationStatus.CANCELLED))
+            | Q(conflicts__isnull=False)
+            | Q(attempt_set__outcome__in=("dead", "conflict"))
+        )
+        return (
+            super()
+            .get_queryset(request)
+            .filter(ever_stuck, kind__in=(PUBLISH, VERIFY))
+            .distinct()
+            .prefetch_related("conflicts")
+        )
+
+    @admin.display(description="problem")
+    def problem(self, operation: PublicationProblem) -> str:
+        conflicts = sorted(operation.conflicts.all(), key=lambda conflict: conflict.id)
+        if conflicts:
+            return conflicts[-1].get_kind_display().split(":")[0]
+        return "Dead letter" if operation.status == OperationStatus.DEAD else operation.last_error_kind or "—"
+
+    def get_urls(self) -> list[URLPattern]:
+        resolve = path(
+            "<int:object_id>/resolve/",
+            self.admin_site.admin_view(self.resolve_view),
+            name="publishing_publicationproblem_resolve",
+        )
+        return [resolve, *super().get_urls()]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        operation = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if operation is not None:
+            problem = get_publication_problem(operation)
+            context.update(
+                problem=problem,
+                can_operate=has_role(request.user, Role.OPERATOR),
+                edit_url=reverse("publishing:revision_edit", args=[problem.brief.public_id]),
+                brief_url=reverse("publishing:brief", args=[problem.brief.public_id]),
+                audit=AuditEvent.objects.filter(
+                    Q(subject_id=operation.key) | Q(subject_type="brief", subject_id=operation.subject_id)
+                ).order_by("-created_at", "-id")[:20],
+            )
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
+    def resolve_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        operation = self.get_object(request, str(object_id))
+        if operation is None or not self.has_view_permission(request, operation):
+            raise Http404("There is no such publication problem.")
+        action = request.POST.get("action", "")
+        try:
+            with transaction.atomic(durable=True):
+                if action == "adopt":
+                    outcome = check_adopt_target_revision(operation, acting_user=request.user)
+                elif action in ("retry", "look_up"):
+                    outcome = check_retry_publication(operation, acting_user=request.user, look_up=action == "look_up")
+                elif action == "cancel":
+                    outcome = check_cancel_publication(
+                        operation, reason=request.POST.get("reason", ""), acting_user=request.user
+                    )
+                else:
+                    outcome = Outcome(False, "Choose one of the actions on the page.")
+        except GalleyError as refusal:
+            outcome = Outcome(False, refusal.message)
+        self.message_user(request, outcome.message, messages.SUCCESS if outcome.changed else messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:publishing_publicationproblem_change", args=[operation.id]))

@@ -5,6 +5,9 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from publishing.summary_rules import SummaryStep
+from workers.models import Operation
+
 
 class BriefStatus(models.TextChoices):
     DRAFTING = "drafting", "Drafting"
@@ -114,13 +117,6 @@ class Publication(models.Model):
         return f"{self.operation_key} -> {self.permalink}"
 
 
-class SummaryStep(models.TextChoices):
-    OUTLINE = "outline", "Outline"
-    DRAFT = "draft", "Draft"
-    HEADLINE = "headline", "Headline"
-    QUALITY_GATE = "quality_gate", "Quality gate"
-
-
 class SummaryRun(models.Model):
     """One run of the summary pipeline over one version of a brief's source material.
 
@@ -184,3 +180,12 @@ class StepArtifact(models.Model):
 
     def __str__(self) -> str:
         return self.identity
+
+
+class PublicationProblem(Operation):
+    """A publish or verify operation as the operator settles it in the admin ("Publication
+    problems"): what Galley intended beside what the target holds, and the actions that end it."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "publication problem"

@@ -12,10 +12,10 @@ from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
 from publishing.errors import NotFound, PermissionRefused
 from publishing.identities import PUBLISH, publish_key, step_identity, step_key, verify_key
-from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun, SummaryStep
+from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun
 from publishing.roles import AnyUser, Role, can_view, has_role
-from publishing.summary_rules import STEPS, suggested_payload
-from workers.models import Operation, OperationStatus
+from publishing.summary_rules import STEPS, SummaryStep, suggested_payload
+from workers.models import Conflict, Operation, OperationStatus
 
 
 def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) -> Brief:
@@ -252,3 +252,94 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser) -> R
         and has_role(viewer, Role.APPROVER),
         is_own_revision=revision.author_id == viewer.pk,
     )
+
+
+@dataclass(frozen=True)
+class HeldRevision:
+    """What the target holds, matched to Galley's revisions by payload hash."""
+
+    state: dict[str, Any]
+    revision: Revision | None
+    approval: Approval | None
+
+
+@dataclass(frozen=True)
+class PublicationProblemView:
+    """One publish or verify operation an operator settles: Galley's intent beside what the
+    target held when the worker stopped (no network call from the admin), and which of the
+    ending actions apply, each with the reason when it does not."""
+
+    operation: Operation
+    brief: Brief
+    revision: Revision
+    approval: Approval | None
+    conflict: Conflict | None
+    held: HeldRevision | None
+    adoptable: Revision | None
+    adopt_refusal: str
+    open: bool
+
+    @property
+    def problem(self) -> str:
+        if self.conflict is not None:
+            return self.conflict.get_kind_display()
+        if self.operation.status == OperationStatus.DEAD:
+            return "Dead letter: " + (self.operation.last_error_message or "no attempt succeeded")
+        return self.operation.get_status_display()
+
+
+def get_publication_problem(operation: Operation) -> PublicationProblemView:
+    public_id = operation.subject_id
+    revision = Revision.objects.select_related("brief").get(
+        brief__public_id=public_id, number=int(operation.arguments["revision"])
+    )
+    conflict = operation.conflicts.filter(resolved_at__isnull=True).order_by("-id").first()
+    if conflict is None:
+        conflict = operation.conflicts.order_by("-id").first()
+    held = None
+    if conflict is not None and conflict.target_state:
+        state = conflict.target_state
+        match = revision.brief.revisions.filter(payload_hash=state.get("payload_hash", "")).order_by("-number").first()
+        held = HeldRevision(state, match, get_valid_approval(match) if match is not None else None)
+    adoptable, refusal = _adoptable(operation, revision.brief, held)
+    return PublicationProblemView(
+        operation=operation,
+        brief=revision.brief,
+        revision=revision,
+        approval=get_valid_approval(revision),
+        conflict=conflict,
+        held=held,
+        adoptable=adoptable,
+        adopt_refusal=refusal,
+        open=operation.status in (OperationStatus.DEAD, OperationStatus.CONFLICT),
+    )
+
+
+def _adoptable(operation: Operation, brief: Brief, held: HeldRevision | None) -> tuple[Revision | None, str]:
+    """The approved revision the target holds, if adopting it publishes nothing unapproved and
+    nothing older than what is published (invariants 3, 4); otherwise why not."""
+    if operation.status not in (OperationStatus.DEAD, OperationStatus.CONFLICT):
+        return None, "The operation is not waiting for an operator."
+    if held is None:
+        if operation.status == OperationStatus.DEAD and operation.kind == PUBLISH:
+            return (
+                None,
+                "The target was not read when this stopped: “Look up at the target” adopts what it holds "
+                "under this key.",
+            )
+        return None, "Galley has no record of what the target holds."
+    if held.revision is None:
+        return None, "The target holds content that matches no revision of this brief: nothing to adopt."
+    if held.approval is None:
+        return None, f"The target holds revision {held.revision.number}, which nobody approved: it cannot be adopted."
+    published = brief.published_revision_number
+    if published is not None and held.revision.number < published:
+        return None, f"The target holds revision {held.revision.number}, older than the published revision {published}."
+    publish = Operation.objects.filter(key=publish_key(brief.public_id, held.revision.number)).first()
+    if publish is None or publish.status in (OperationStatus.CANCELLED, OperationStatus.SUPERSEDED):
+        return (
+            None,
+            f"The publish of revision {held.revision.number} has ended "
+            f"({publish.status if publish else 'none'}); publish a newer revision instead.",
+        )
+    return held.revision, ""

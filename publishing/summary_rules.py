@@ -11,7 +11,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from publishing.models import SummaryStep
+from django.db.models import TextChoices
+
+
+class SummaryStep(TextChoices):
+    OUTLINE = "outline", "Outline"
+    DRAFT = "draft", "Draft"
+    HEADLINE = "headline", "Headline"
+    QUALITY_GATE = "quality_gate", "Quality gate"
+
 
 STEPS = [SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE, SummaryStep.QUALITY_GATE]
 NEXT_STEP: dict[str, SummaryStep] = dict(itertools.pairwise(STEPS))

@@ -12,6 +12,7 @@ from publishing.actions.briefs import check_create_brief
 from publishing.actions.revisions import check_create_revision
 from publishing.models import Brief, Revision
 from publishing.roles import Role, ensure_role_groups
+from tests.browser import browser  # noqa: F401  (a fixture, for the browser tests of every app)
 from workers.runner import shutdown_pool
 
 

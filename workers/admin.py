@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from galley.admin import ReadOnlyAdmin
 from workers.actions.operator import do_cancel_operation, do_resolve_conflict, do_retry_operation_now
-from workers.models import Attempt, AuditEvent, KeyConflict, Operation
+from workers.models import Attempt, AuditEvent, Conflict, Operation
 
 
 class OperatorRequest(HttpRequest):
@@ -132,24 +132,25 @@ class OperationAdmin(ReadOnlyAdmin):
         return bool(request.user.has_perm("workers.operate_operation"))
 
 
-@admin.register(KeyConflict)
-class KeyConflictAdmin(ReadOnlyAdmin):
+@admin.register(Conflict)
+class ConflictAdmin(ReadOnlyAdmin):
     list_display = [
         "operation",
+        "kind",
         "source",
         "existing_payload_hash",
         "conflicting_payload_hash",
         "created_at",
         "resolved_at",
     ]
-    list_filter = ["source", ("resolved_at", admin.EmptyFieldListFilter)]
+    list_filter = ["kind", "source", ("resolved_at", admin.EmptyFieldListFilter)]
     search_fields = ["operation__key"]
     list_select_related = ["operation"]
     action_form = OperatorActionForm
     actions = ["mark_resolved"]
 
     @admin.action(description="Mark resolved (give the resolution)", permissions=["operate"])
-    def mark_resolved(self, request: OperatorRequest, queryset: QuerySet[KeyConflict]) -> None:
+    def mark_resolved(self, request: OperatorRequest, queryset: QuerySet[Conflict]) -> None:
         resolution = request.POST.get("reason", "").strip()
         if not resolution:
             self.message_user(request, "Describe the resolution.", level=messages.ERROR)

@@ -7,6 +7,7 @@ workers.policy decides (retry with backoff, honour Retry-After, dead letter, con
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class FailureKind(StrEnum):
@@ -19,6 +20,8 @@ class FailureKind(StrEnum):
     QUALITY_GATE = "quality_gate"  # terminal, never retried
     AUTH = "auth"  # 401/403: terminal, an operator must fix credentials
     KEY_CONFLICT = "key_conflict"  # same key, other payload: conflict, operator's call
+    STALE_REVISION = "stale_revision"  # the target holds a revision Galley cannot account for: conflict
+    VERIFICATION_MISMATCH = "verification_mismatch"  # the read-back shows other content: conflict
     UNEXPECTED = "unexpected"  # a bug or an unforeseen error: bounded retries, then dead
 
 
@@ -35,6 +38,7 @@ class OperationFailed(Exception):
         retry_after: float | None = None,
         http_status: int | None = None,
         conflicting_payload_hash: str = "",
+        target_state: dict[str, Any] | None = None,
         usage: dict[str, int] | None = None,
     ) -> None:
         super().__init__(message)
@@ -43,6 +47,8 @@ class OperationFailed(Exception):
         self.retry_after = retry_after
         self.http_status = http_status
         self.conflicting_payload_hash = conflicting_payload_hash
+        # What the target holds, recorded with a conflict for the operator who resolves it.
+        self.target_state = target_state
         self.usage = usage or {}
 
 

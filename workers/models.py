@@ -54,7 +54,7 @@ class OperationStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     RETRY_WAIT = "retry_wait", "Waiting to retry"
     DEAD = "dead", "Dead (needs an operator)"
-    CONFLICT = "conflict", "Key conflict"
+    CONFLICT = "conflict", "Conflict (needs an operator)"
     SUPERSEDED = "superseded", "Superseded"
     CANCELLED = "cancelled", "Cancelled"
 
@@ -217,7 +217,7 @@ class Attempt(models.Model):
         SUCCEEDED = "succeeded", "Succeeded"
         RETRY = "retry", "Will retry"
         DEAD = "dead", "Dead"
-        CONFLICT = "conflict", "Key conflict"
+        CONFLICT = "conflict", "Conflict"
         SUPERSEDED = "superseded", "Superseded"
         LEASE_LOST = "lease_lost", "Lease lost (wrote nothing)"
 
@@ -248,17 +248,28 @@ class Attempt(models.Model):
         return f"{self.operation_id} attempt {self.number}"
 
 
-class KeyConflict(models.Model):
-    """The same operation key met a different payload hash: never a success, always an operator's call."""
+class Conflict(models.Model):
+    """Galley's intent and the target disagree in a way no retry can settle: never a success,
+    always an operator's call (PRODUCT.md §7.2). `target_state` is what the worker saw the target
+    hold when it stopped, so the operator compares without a network call from the admin."""
 
     class Source(models.TextChoices):
         ENQUEUE = "enqueue", "Enqueued again with another payload"
-        TARGET = "target", "Target holds the key with another payload"
+        TARGET = "target", "Found at the target"
+
+    class Kind(models.TextChoices):
+        KEY_CONFLICT = "key_conflict", "Key conflict: the target holds this key with another payload"
+        STALE_REVISION = "stale_revision", "Stale revision: the target holds a revision Galley did not publish"
+        VERIFICATION_MISMATCH = "verification_mismatch", "Verification mismatch: the read-back shows other content"
 
     operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="conflicts")
     source = models.CharField(max_length=16, choices=Source.choices)
-    existing_payload_hash = models.CharField(max_length=64)
+    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.KEY_CONFLICT)
+    existing_payload_hash = models.CharField(max_length=64, help_text="The payload hash Galley intended.")
     conflicting_payload_hash = models.CharField(max_length=64, blank=True)
+    target_state = models.JSONField(
+        null=True, blank=True, help_text="What the target held (id, revision, payload hash, permalink), if known."
+    )
     detail = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     resolved_at = models.DateTimeField(null=True, blank=True)

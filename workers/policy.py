@@ -18,7 +18,9 @@ class Disposition(StrEnum):
 
 
 TERMINAL_KINDS = {FailureKind.INVALID, FailureKind.QUALITY_GATE, FailureKind.AUTH}
-OPERATOR_KINDS = {FailureKind.AUTH, FailureKind.KEY_CONFLICT}
+# Galley and the target disagree: no retry can settle it, an operator decides (PRODUCT.md §7.2).
+CONFLICT_KINDS = {FailureKind.KEY_CONFLICT, FailureKind.STALE_REVISION, FailureKind.VERIFICATION_MISMATCH}
+OPERATOR_KINDS = {FailureKind.AUTH, *CONFLICT_KINDS}
 # The target asking Galley to wait (invariant 9): such a try never counts against max_attempts,
 # so it never makes a dead letter on its own; the operation's deadline bounds the waiting.
 WAIT_KINDS = {FailureKind.THROTTLED, FailureKind.IN_PROGRESS}
@@ -38,7 +40,7 @@ def backoff_seconds(attempt: int, *, rng: random.Random | None = None) -> float:
 
 
 def decide(kind: FailureKind, *, attempt: int, retry_after: float | None = None) -> Decision:
-    if kind == FailureKind.KEY_CONFLICT:
+    if kind in CONFLICT_KINDS:
         return Decision(Disposition.CONFLICT, needs_operator=True)
     if kind in TERMINAL_KINDS:
         return Decision(Disposition.DEAD, needs_operator=kind in OPERATOR_KINDS)

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from publishing.actions.resolutions import do_close_replaced_problems
 from publishing.actions.revisions import do_change_brief_status
 from publishing.identities import PUBLISH, VERIFY, publish_key, revision_subject_id, verify_key
 from publishing.models import Brief, Publication, Revision
@@ -105,6 +106,7 @@ def do_record_verification(publication: Publication) -> None:
     if not advanced:
         return
     brief.published_revision_number = number
+    do_close_replaced_problems(brief, published_number=number)
     latest = brief.revisions.order_by("-number").values_list("number", flat=True).first()
     if latest == number and brief.status != Brief.Status.PUBLISHED:
         do_change_brief_status(brief, Brief.Status.PUBLISHED)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from publishing.clients import http, target
-from workers.errors import FailureKind, OperationFailed, Superseded
+from workers.errors import FailureKind, OperationFailed
 
 T = TypeVar("T")
 
@@ -28,12 +28,16 @@ KINDS: list[tuple[type[http.ServiceError], FailureKind]] = [
 
 
 def call_service(call: Callable[[], T]) -> T:
-    """Run one client call; its failure becomes OperationFailed of the matching kind, or
-    Superseded when the target already holds a newer revision."""
+    """Run one client call; its failure becomes OperationFailed of the matching kind."""
     try:
         return call()
     except target.TargetStaleRevision as exc:
-        raise Superseded(f"the target already holds revision {exc.current_revision} of this brief") from exc
+        raise OperationFailed(
+            FailureKind.STALE_REVISION,
+            f"the target already holds revision {exc.current_revision} of this brief",
+            http_status=exc.status,
+            target_state={"revision": exc.current_revision},
+        ) from exc
     except http.ServiceError as exc:
         kind = next((kind for cls, kind in KINDS if isinstance(exc, cls)), FailureKind.SERVER_ERROR)
         raise OperationFailed(

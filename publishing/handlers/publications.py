@@ -9,13 +9,15 @@ verification intent commit together with the publish operation's success, or not
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from typing import Any
 
 from approvals.selectors import get_valid_approval
 from publishing.actions.publications import do_record_publication, do_record_verification
 from publishing.clients import target
 from publishing.handlers.failures import call_service
-from publishing.identities import PUBLISH
+from publishing.identities import PUBLISH, publish_key
 from publishing.models import Revision
 from publishing.selectors import get_newer_attempted_publish, get_newer_published_revision, get_publication
 from publishing.verification import shows_title
@@ -27,6 +29,10 @@ from workers.registry import ClaimedOperation, Success
 logger = logging.getLogger(__name__)
 
 
+def _target_state(receipt: target.Receipt | None) -> dict[str, Any] | None:
+    return dataclasses.asdict(receipt) if receipt is not None else None
+
+
 def _check_receipt(claimed: ClaimedOperation, receipt: target.Receipt) -> target.Receipt:
     if receipt.payload_hash != claimed.payload_hash:
         raise OperationFailed(
@@ -34,8 +40,22 @@ def _check_receipt(claimed: ClaimedOperation, receipt: target.Receipt) -> target
             f"the target holds {claimed.key} with payload {receipt.payload_hash[:12]}…, "
             f"not the approved {claimed.payload_hash[:12]}…",
             conflicting_payload_hash=receipt.payload_hash,
+            target_state=_target_state(receipt),
         )
     return receipt
+
+
+def _account_for_newer(revision: Revision) -> None:
+    """Stop (superseded) when Galley itself published, or may have sent, a newer revision."""
+    newer = get_newer_published_revision(revision)
+    if newer is not None:
+        raise Superseded(f"revision {newer} of {revision.brief.public_id} is already published")
+    # Never send revision N once a newer revision's publish may have reached the target (it has
+    # made an attempt): in the normal order the newer one waits for this one, so this only
+    # stops an older intent revived late, e.g. by an operator.
+    attempted = get_newer_attempted_publish(revision)
+    if attempted is not None:
+        raise Superseded(f"revision {attempted} of {revision.brief.public_id} may already be at the target")
 
 
 def handle_publish(claimed: ClaimedOperation) -> Success:
@@ -62,15 +82,7 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
         if found is not None:
             logger.info("adopting the target's existing publication", extra=claimed.log_extra())
             return _published(claimed, revision, _check_receipt(claimed, found), applied=False)
-    newer = get_newer_published_revision(revision)
-    if newer is not None:
-        raise Superseded(f"revision {newer} of {claimed.subject_id} is already published")
-    # Never send revision N once a newer revision's publish may have reached the target (it has
-    # made an attempt): in the normal order the newer one waits for this one, so this only
-    # stops an older intent revived late, e.g. by an operator.
-    attempted = get_newer_attempted_publish(revision)
-    if attempted is not None:
-        raise Superseded(f"revision {attempted} of {claimed.subject_id} may already be at the target")
+    _account_for_newer(revision)
     # Fence check immediately before the side effect: a worker that lost its lease stops here.
     renew_lease(claimed)
     try:
@@ -84,15 +96,25 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
             )
         )
     except OperationFailed as failure:
-        if failure.kind != FailureKind.KEY_CONFLICT:
+        if failure.kind == FailureKind.KEY_CONFLICT:
+            # Record what the target holds under our key, for the operator who resolves it.
+            held = call_service(lambda: client.lookup(claimed.key))
+        elif failure.kind == FailureKind.STALE_REVISION:
+            # The target's fence refused this revision: fine when Galley's own newer revision is
+            # there (a race with it); otherwise the target holds something Galley cannot account
+            # for, and an operator decides. What it holds under Galley's key for that revision,
+            # if anything, is recorded for the comparison.
+            _account_for_newer(revision)
+            current = int((failure.target_state or {})["revision"])
+            held = call_service(lambda: client.lookup(publish_key(claimed.subject_id, current)))
+        else:
             raise
-        # Record what the target holds under our key, for the operator who resolves it.
-        held = call_service(lambda: client.lookup(claimed.key))
         raise OperationFailed(
-            FailureKind.KEY_CONFLICT,
+            failure.kind,
             failure.message,
             http_status=failure.http_status,
             conflicting_payload_hash=held.payload_hash if held is not None else "",
+            target_state=_target_state(held) or failure.target_state,
         ) from failure
     crash_point("after_target_response", kind=PUBLISH)
     return _published(claimed, revision, _check_receipt(claimed, receipt), applied=applied)
@@ -118,10 +140,17 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
     client = target.shared_from_settings()
     receipt = call_service(lambda: client.read_back(publication.external_id))
     if receipt.payload_hash != claimed.payload_hash:
+        # A target that keeps one record per brief (WordPress: one post) shows a newer revision
+        # once Galley published it: that one is verified on its own.
+        newer = get_newer_published_revision(publication.revision)
+        if newer is not None and receipt.revision >= newer:
+            raise Superseded(f"revision {newer} of {claimed.subject_id} is published since and verified on its own")
         raise OperationFailed(
-            FailureKind.INVALID,
+            FailureKind.VERIFICATION_MISMATCH,
             f"read-back of {publication.external_id} shows payload {receipt.payload_hash[:12]}…, "
             f"not the approved {claimed.payload_hash[:12]}…",
+            conflicting_payload_hash=receipt.payload_hash,
+            target_state=_target_state(receipt),
         )
     page_text = call_service(lambda: client.fetch_permalink(receipt.permalink))
     title = str(publication.revision.payload["title"])

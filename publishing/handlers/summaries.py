@@ -13,9 +13,9 @@ from publishing.actions.summaries import do_finish_summary_step
 from publishing.clients import ai
 from publishing.handlers.failures import call_service
 from publishing.identities import SUMMARY_STEP, step_identity
-from publishing.models import StepArtifact, SummaryRun, SummaryStep
+from publishing.models import StepArtifact, SummaryRun
 from publishing.selectors import get_canonical_artifacts
-from publishing.summary_rules import INSTRUCTIONS, Proposal, quality_problems
+from publishing.summary_rules import INSTRUCTIONS, Proposal, SummaryStep, quality_problems
 from workers.crashpoints import crash_point
 from workers.errors import FailureKind, OperationFailed, Superseded
 from workers.registry import ClaimedOperation, Success

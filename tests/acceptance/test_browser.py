@@ -2,73 +2,18 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
-from django.db import connections, transaction
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from django.db import transaction
+from playwright.sync_api import expect
 
 from approvals.models import Approval
 from publishing.actions.briefs import check_create_brief
 from publishing.actions.revisions import check_create_revision
 from publishing.models import Brief
 from publishing.roles import Role
+from tests.browser import PASSWORD, screenshot, sign_in
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
-
-PASSWORD = "correct-horse-battery"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-# Every wait for the page is bounded; the local server answers in milliseconds, but a loaded machine
-# may take far longer, so the bound (for actions and for expect alike) only guards against hanging.
-TIMEOUT_MS = 30_000
-SCREENSHOTS = os.environ.get("GALLEY_TEST_SCREENSHOTS", "")
-
-
-@pytest.fixture
-def browser(monkeypatch) -> Iterator[Browser]:
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are still
-    # plain synchronous code, which Django would otherwise refuse as "async-unsafe".
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    expect.set_options(timeout=TIMEOUT_MS)  # expect() has its own default (5 s), apart from the page's
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-            # Inside sync_playwright() the ORM runs in another contextvars context, so it opened
-            # its own connection, one pytest-django never sees or closes; left open, it keeps the
-            # test database from being dropped at the end of the run.
-            connections.close_all()
-
-
-def sign_in(browser: Browser, live_server, username: str) -> Page:
-    """A fresh browser context (its own cookies) signed in through the login form."""
-    page = browser.new_context().new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(f"{live_server.url}/")
-    expect(page).to_have_url(f"{live_server.url}/login/?next=/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(f"{live_server.url}/")
-    expect(page.get_by_role("heading", name="Briefs")).to_be_visible()
-    return page
-
-
-def screenshot(page: Page, name: str) -> None:
-    """Set GALLEY_TEST_SCREENSHOTS to a folder to look at the pages a run went through."""
-    if SCREENSHOTS:
-        page.screenshot(path=os.path.join(SCREENSHOTS, f"{name}.png"), full_page=True)
 
 
 def test_browser__editor_writes_and_approver_approves(browser, live_server, make_user):

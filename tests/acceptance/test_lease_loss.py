@@ -36,7 +36,7 @@ from tests.acceptance.test_crash_points import (
     write_revision,
 )
 from tests.processes import run_worker, wait_until
-from workers.models import Attempt, AuditEvent, Dependency, KeyConflict, Operation
+from workers.models import Attempt, AuditEvent, Conflict, Dependency, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -85,7 +85,7 @@ def database_state(*, except_worker: str) -> dict[str, list[dict[str, Any]]]:
         "operations": list(Operation.objects.order_by("id").values()),
         "attempts": list(Attempt.objects.exclude(worker_id=except_worker).order_by("operation_id", "number").values()),
         "dependencies": list(Dependency.objects.order_by("id").values()),
-        "conflicts": list(KeyConflict.objects.order_by("id").values()),
+        "conflicts": list(Conflict.objects.order_by("id").values()),
         "publications": list(Publication.objects.order_by("id").values()),
         "briefs": list(Brief.objects.order_by("id").values()),
         "audit": list(AuditEvent.objects.order_by("id").values()),

@@ -44,8 +44,8 @@ from publishing.actions.briefs import check_create_brief
 from publishing.actions.summaries import PIPELINE_USERNAME
 from publishing.hashing import payload_hash
 from publishing.identities import SUMMARY_STEP, step_identity, step_key
-from publishing.models import Brief, StepArtifact, SummaryRun, SummaryStep
-from publishing.summary_rules import STEPS
+from publishing.models import Brief, StepArtifact, SummaryRun
+from publishing.summary_rules import STEPS, SummaryStep
 from tests.processes import (
     child_database_url,
     free_port,

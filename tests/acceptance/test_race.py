@@ -27,7 +27,7 @@ from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.models import Brief, Publication, Revision
 from tests.processes import child_database_url, free_port, kill, manage, process_env, start, stop, wait_for_http
 from workers.actions.housekeeping import reconcile_expired_leases
-from workers.models import UNFINISHED_STATUSES, Attempt, Dependency, KeyConflict, Operation
+from workers.models import UNFINISHED_STATUSES, Attempt, Conflict, Dependency, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -231,7 +231,7 @@ def assert_outcome(scenario: Scenario, ledger: list[dict]) -> None:
             for op in Operation.objects.filter(status__in=["dead", "conflict"])[:10]
         )
     )
-    assert not KeyConflict.objects.exists()
+    assert not Conflict.objects.exists()
 
     # Exactly once at the target: no key applied twice, no (brief, revision) applied twice.
     keys = Counter(row["operation_key"] for row in ledger)

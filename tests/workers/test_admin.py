@@ -27,11 +27,11 @@ from publishing.roles import Role
 from workers.actions.claims import claim_operations, fail_operation
 from workers.actions.enqueue import enqueue_operation
 from workers.errors import FailureKind, OperationFailed
-from workers.models import Attempt, AuditEvent, KeyConflict, Operation
+from workers.models import Attempt, AuditEvent, Conflict, Operation
 from workers.runner import drain
 
 OPERATIONS = "/admin/workers/operation/"
-CONFLICTS = "/admin/workers/keyconflict/"
+CONFLICTS = "/admin/workers/conflict/"
 HASH_A = "a" * 64
 HASH_B = "b" * 64
 TOKEN = "admin-test-token"
@@ -55,7 +55,7 @@ def dead_letter(key: str) -> Operation:
     return Operation.objects.get(key=key)
 
 
-def key_conflict(key: str) -> KeyConflict:
+def key_conflict(key: str) -> Conflict:
     enqueue(key, payload_hash=HASH_A)
     with transaction.atomic(durable=True):
         conflict = enqueue_operation(
@@ -314,9 +314,7 @@ def staff_viewer(make_user):
     user.is_staff = True
     user.save(update_fields=["is_staff"])
     user.user_permissions.add(
-        *Permission.objects.filter(
-            content_type__app_label="workers", codename__in=["view_operation", "view_keyconflict"]
-        )
+        *Permission.objects.filter(content_type__app_label="workers", codename__in=["view_operation", "view_conflict"])
     )
     return user
 
@@ -338,7 +336,7 @@ def test_audit__admin_operator_actions__refused_without_the_operate_permission(
     operation = dead_letter("k-dead")
     conflict = key_conflict("k-conflict")
     operations_before = list(Operation.objects.order_by("id").values())
-    conflicts_before = list(KeyConflict.objects.order_by("id").values())
+    conflicts_before = list(Conflict.objects.order_by("id").values())
     events = AuditEvent.objects.count()
     client.force_login(request.getfixturevalue(who))
 
@@ -350,5 +348,5 @@ def test_audit__admin_operator_actions__refused_without_the_operate_permission(
     assert response.status_code == status
     assert response.redirect_chain == []
     assert list(Operation.objects.order_by("id").values()) == operations_before
-    assert list(KeyConflict.objects.order_by("id").values()) == conflicts_before
+    assert list(Conflict.objects.order_by("id").values()) == conflicts_before
     assert AuditEvent.objects.count() == events

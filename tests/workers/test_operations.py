@@ -22,8 +22,8 @@ from workers.models import (
     OPERATION_TRANSITIONS,
     Attempt,
     AuditEvent,
+    Conflict,
     Dependency,
-    KeyConflict,
     Operation,
     OperationStatus,
 )
@@ -85,7 +85,7 @@ def test_key_conflict_is_loud__same_key_other_hash__recorded_never_success():
     assert not result.created
     assert result.conflict is not None
     assert result.operation.payload_hash == HASH_A  # the intent was not replaced
-    conflict = KeyConflict.objects.get()
+    conflict = Conflict.objects.get()
     assert (conflict.existing_payload_hash, conflict.conflicting_payload_hash) == (HASH_A, HASH_B)
     assert AuditEvent.objects.filter(event_type="operation.key_conflict").count() == 1
     assert Operation.objects.count() == 1
@@ -309,7 +309,7 @@ def test_retry_by_failure_kind__terminal_kinds_are_never_retried(kind, status, n
     make_due()
     assert claim() == []
     if kind == FailureKind.KEY_CONFLICT:
-        assert KeyConflict.objects.filter(operation=operation, source="target").count() == 1
+        assert Conflict.objects.filter(operation=operation, source="target").count() == 1
 
 
 @pytest.mark.django_db

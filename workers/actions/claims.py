@@ -15,14 +15,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, Value
+from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from workers.audit import record_audit_event
 from workers.doorbell import ring_doorbell
 from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed
-from workers.models import Attempt, KeyConflict, Operation, OperationStatus
+from workers.models import Attempt, Conflict, Operation, OperationStatus
 from workers.policy import WAIT_KINDS, Decision, Disposition, decide
 from workers.registry import ClaimedOperation, Success
 
@@ -129,16 +129,20 @@ def claim_operations(*, worker_id: str, limit: int, kinds: list[str] | None = No
     return claimed
 
 
-def fenced_update(claimed: ClaimedOperation, **fields: Any) -> None:
-    """The one write a worker makes to its operation after the claim: guarded by id, lease owner,
-    fencing token and status running. Raises LeaseLost (nothing written) when no row matched."""
-    updated = Operation.objects.filter(
+def _fenced(claimed: ClaimedOperation) -> QuerySet[Operation]:
+    """The claimed operation, as long as this worker still holds its lease."""
+    return Operation.objects.filter(
         id=claimed.operation_id,
         lease_owner=claimed.worker_id,
         fencing_token=claimed.fencing_token,
         status=S.RUNNING,
-    ).update(updated_at=Now(), **fields)
-    if updated == 0:
+    )
+
+
+def fenced_update(claimed: ClaimedOperation, **fields: Any) -> None:
+    """The one write a worker makes to its operation after the claim: guarded by id, lease owner,
+    fencing token and status running. Raises LeaseLost (nothing written) when no row matched."""
+    if _fenced(claimed).update(updated_at=Now(), **fields) == 0:
         raise LeaseLost(claimed.key)
 
 
@@ -171,8 +175,19 @@ def _end_attempt(
 
 
 def complete_operation(claimed: ClaimedOperation, success: Success, *, started: float) -> None:
-    """Mark the operation succeeded and run the domain's finalize write, in one transaction, fenced."""
+    """Run the domain's finalize write and mark the operation succeeded, in one transaction, fenced.
+
+    Lock order (README, "Lock order"): the finalize takes the domain's locks first (a publish or
+    verify locks its brief), and the fenced update locks this operation's row last, so a worker
+    never holds its operation while it waits for a brief. The fence is read before the finalize,
+    so a worker that already lost its lease runs none of it; one that loses it meanwhile fails
+    the fenced update, which rolls the finalize back. Raises LeaseLost.
+    """
     with transaction.atomic(durable=True):
+        if not _fenced(claimed).exists():
+            raise LeaseLost(claimed.key)
+        if success.finalize is not None:
+            success.finalize()
         _end_attempt(
             claimed,
             status=S.SUCCEEDED,
@@ -185,8 +200,6 @@ def complete_operation(claimed: ClaimedOperation, success: Success, *, started: 
             last_error_message="",
             needs_operator=False,
         )
-        if success.finalize is not None:
-            success.finalize()
         # Dependents may be claimable now.
         ring_doorbell()
 
@@ -224,20 +237,22 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
             fields.update(status=S.DEAD, outcome=Attempt.Outcome.DEAD, finished_at=Now())
         _end_attempt(claimed, started=started, failure=failure, **fields)
         if decision.disposition == Disposition.CONFLICT:
-            KeyConflict.objects.create(
+            Conflict.objects.create(
                 operation_id=claimed.operation_id,
-                source=KeyConflict.Source.TARGET,
+                source=Conflict.Source.TARGET,
+                kind=str(failure.kind),
                 existing_payload_hash=claimed.payload_hash,
                 conflicting_payload_hash=failure.conflicting_payload_hash,
+                target_state=failure.target_state,
                 detail=message,
             )
             record_audit_event(
                 acting_user=None,
-                event_type="operation.key_conflict",
+                event_type=f"operation.{failure.kind}",
                 subject_type="operation",
                 subject_id=claimed.key,
                 old_state={"status": S.RUNNING},
-                new_state={"status": S.CONFLICT, "detail": message},
+                new_state={"status": S.CONFLICT, "detail": message, "target_state": failure.target_state},
             )
         if decision.disposition == Disposition.RETRY:
             ring_doorbell()

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from workers.audit import record_audit_event
 from workers.doorbell import ring_doorbell
-from workers.models import Dependency, KeyConflict, Operation, OperationStatus
+from workers.models import Conflict, Dependency, Operation, OperationStatus
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 class Enqueued:
     operation: Operation
     created: bool
-    conflict: KeyConflict | None = None
+    conflict: Conflict | None = None
 
 
 @transaction.atomic(savepoint=False)
@@ -43,7 +43,7 @@ def enqueue_operation(
 
     Canonical-first: insert, or read the operation that already holds the key. The same key
     with the same payload hash returns the existing operation (created False). With another
-    hash nothing is enqueued: a KeyConflict is recorded and audited, in the caller's
+    hash nothing is enqueued: a Conflict is recorded and audited, in the caller's
     transaction, and returned for the caller to report — never as a success. `after` adds
     durable prerequisites as (operation, Dependency.Requires). Rings the doorbell on commit.
     """
@@ -78,9 +78,9 @@ def enqueue_operation(
     if not inserted:
         if operation.payload_hash == payload_hash:
             return Enqueued(operation, created=False)
-        conflict = KeyConflict.objects.create(
+        conflict = Conflict.objects.create(
             operation=operation,
-            source=KeyConflict.Source.ENQUEUE,
+            source=Conflict.Source.ENQUEUE,
             existing_payload_hash=operation.payload_hash,
             conflicting_payload_hash=payload_hash,
             detail=f"{key} was enqueued again with another payload; the new intent was not recorded",

@@ -91,7 +91,7 @@ def purge_finished_operations(*, older_than_days: int | None = None) -> int:
                 FROM workers_operation o
                 WHERE o.status = ANY(%s)
                   AND o.finished_at < statement_timestamp() - make_interval(days => %s)
-                  AND NOT EXISTS (SELECT 1 FROM workers_keyconflict c WHERE c.operation_id = o.id)
+                  AND NOT EXISTS (SELECT 1 FROM workers_conflict c WHERE c.operation_id = o.id)
                   AND NOT EXISTS (
                       SELECT 1 FROM workers_dependency d JOIN workers_operation u ON u.id = d.operation_id
                       WHERE d.prerequisite_id = o.id AND u.status IN ('pending', 'running', 'retry_wait'))

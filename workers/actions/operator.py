@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from workers.audit import record_audit_event
 from workers.doorbell import ring_doorbell
-from workers.models import OPERATION_TRANSITIONS, KeyConflict, Operation, OperationStatus
+from workers.models import OPERATION_TRANSITIONS, Conflict, Operation, OperationStatus
 
 S = OperationStatus
 
@@ -27,7 +27,7 @@ def _lock(operation: Operation) -> Operation:
 
 
 def _operator_transition(
-    locked: Operation, *, to: str, acting_user: User, event_type: str, detail: str, **fields: Any
+    locked: Operation, *, to: str, acting_user: User | None, event_type: str, detail: str, **fields: Any
 ) -> bool:
     """Move the operation, whose row the caller locked, to `to`; a move the table does not allow
     writes nothing. Rescheduling an operation already waiting to retry is not a move."""
@@ -87,15 +87,19 @@ def do_retry_operation_now(operation: Operation, *, acting_user: User, reconcile
         last_error_kind="reconcile_requested" if reconcile else locked.last_error_kind,
     )
     if changed:
+        resolution = "looked up at the target again" if reconcile else "retried after a fix"
+        _resolve_open_conflicts(locked, resolution=resolution, acting_user=acting_user)
         ring_doorbell()
     return changed
 
 
 @transaction.atomic(savepoint=False)
-def do_cancel_operation(operation: Operation, *, reason: str, acting_user: User) -> bool:
-    """Cancel an operation that is not running; returns False (nothing written) otherwise."""
-    return _operator_transition(
-        _lock(operation),
+def do_cancel_operation(operation: Operation, *, reason: str, acting_user: User | None) -> bool:
+    """Cancel an operation that is not running, settling its conflicts; returns False (nothing
+    written) otherwise. `acting_user` None is Galley itself ending an intent a newer one replaced."""
+    locked = _lock(operation)
+    changed = _operator_transition(
+        locked,
         to=S.CANCELLED,
         acting_user=acting_user,
         event_type="operation.cancelled",
@@ -105,13 +109,12 @@ def do_cancel_operation(operation: Operation, *, reason: str, acting_user: User)
         last_error_message=reason[:2000],
         needs_operator=False,
     )
+    if changed:
+        _resolve_open_conflicts(locked, resolution=f"cancelled: {reason}", acting_user=acting_user)
+    return changed
 
 
-@transaction.atomic(savepoint=False)
-def do_resolve_conflict(conflict: KeyConflict, *, resolution: str, acting_user: User) -> bool:
-    locked = KeyConflict.objects.select_for_update(of=("self",)).get(id=conflict.id)
-    if locked.resolved_at is not None:
-        return False
+def _resolve(locked: Conflict, *, resolution: str, acting_user: User | None) -> None:
     locked.resolved_at = timezone.now()
     locked.resolved_by = acting_user
     locked.resolution = resolution
@@ -121,7 +124,23 @@ def do_resolve_conflict(conflict: KeyConflict, *, resolution: str, acting_user: 
         event_type="operation.conflict_resolved",
         subject_type="operation",
         subject_id=locked.operation.key,
-        old_state={"resolved": False},
+        old_state={"resolved": False, "kind": locked.kind},
         new_state={"resolved": True, "resolution": resolution},
     )
+
+
+def _resolve_open_conflicts(locked: Operation, *, resolution: str, acting_user: User | None) -> None:
+    """An action that ends or retries the operation settles the conflicts it had: a retry that
+    meets the same disagreement records a new one."""
+    for conflict in locked.conflicts.select_for_update(of=("self",)).filter(resolved_at__isnull=True).order_by("id"):
+        _resolve(conflict, resolution=resolution, acting_user=acting_user)
+
+
+@transaction.atomic(savepoint=False)
+def do_resolve_conflict(conflict: Conflict, *, resolution: str, acting_user: User) -> bool:
+    """Note a resolution on the conflict alone; the operation stays as it is."""
+    locked = Conflict.objects.select_for_update(of=("self",)).select_related("operation").get(id=conflict.id)
+    if locked.resolved_at is not None:
+        return False
+    _resolve(locked, resolution=resolution, acting_user=acting_user)
     return True

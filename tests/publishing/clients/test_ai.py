@@ -35,8 +35,7 @@ from publishing.clients.ai import (
     OpenAIProvider,
     provider_from_settings,
 )
-from publishing.models import SummaryStep
-from publishing.summary_rules import INSTRUCTIONS, quality_problems
+from publishing.summary_rules import INSTRUCTIONS, SummaryStep, quality_problems
 from tests.fake_openai import FakeOpenAI
 from tests.processes import free_port, process_env, start, stop, wait_for_http
 

@@ -36,7 +36,7 @@ from publishing.selectors import access_brief, get_revision_page
 from workers.actions.claims import claim_operations
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_retry_operation_now
-from workers.models import Attempt, AuditEvent, Dependency, KeyConflict, Operation
+from workers.models import Attempt, AuditEvent, Conflict, Dependency, Operation
 from workers.runner import drain, run_operation
 
 TOKEN = "delivery-test-token"
@@ -410,7 +410,7 @@ def test_fencing__worker_that_lost_its_lease__sends_nothing_and_writes_nothing(t
     assert applied(target) == [application_of(revision)]
 
 
-def test_no_regression__target_fence_off__galley_refuses_older_revision_after_newer_published(
+def test_no_regression__target_fence_off__dead_letter_closed_when_newer_published_cannot_be_revived(
     start_target, brief, revise, approver, operator, settings
 ):
     target = start_target(Faults(fence_off=True))
@@ -425,15 +425,13 @@ def test_no_regression__target_fence_off__galley_refuses_older_revision_after_ne
     run_worker()
     assert_published(brief, second)
 
-    # The operator revives the old dead letter after the newer revision went out.
-    with transaction.atomic(durable=True):
-        assert do_retry_operation_now(publish_op(first), acting_user=operator)
-    assert run_worker() == {"superseded": 1}
-
+    # Publishing revision 2 ended the old dead letter: an operator can no longer revive it.
     old = publish_op(first)
-    assert old.status == "superseded"
-    assert old.last_error_message == f"revision 2 of {brief.public_id} is already published"
-    assert attempts_of(old)[-1].outcome == "superseded"
+    assert (old.status, old.last_error_message) == ("cancelled", "revision 2 was published instead")
+    assert AuditEvent.objects.filter(event_type="operation.cancelled", subject_id=old.key, actor=None).count() == 1
+    with transaction.atomic(durable=True):
+        assert not do_retry_operation_now(old, acting_user=operator)
+    assert run_worker() == {}
     assert applied(target) == [application_of(second)]
     assert not Publication.objects.filter(revision=first).exists()
     assert_published(brief, second)
@@ -495,22 +493,28 @@ def test_no_regression__partitioned_worker_wakes_after_newer_published__sends_an
     assert_published(brief, second)
 
 
-def test_no_regression__target_fence_stale_revision_409__superseded(target, brief, revise, approver):
+def test_no_regression__target_fence_stale_revision_409__conflict_for_an_operator(target, brief, revise, approver):
     """The target already holds a newer revision that Galley knows nothing of (another writer):
-    only the target's fence can refuse, and its 409 ends the intent as superseded."""
+    only the target's fence can refuse, and since Galley cannot account for what the target holds,
+    an operator decides (PRODUCT.md §7.2) — the brief never sits "approved" with nobody told."""
     first = revise(brief, "Dockers walked out at dawn.")
     approve(first, by=approver)
     elsewhere = f"elsewhere:{brief.public_id}:revision-2"
     seed_target(target, key=elsewhere, brief_id=brief.public_id, revision=2, payload=OTHER_PAYLOAD)
 
-    assert run_worker() == {"superseded": 1}
+    assert run_worker() == {"conflict": 1}
 
     old = publish_op(first)
-    assert old.status == "superseded"
+    assert (old.status, old.needs_operator) == ("conflict", True)
     assert old.last_error_message == "the target already holds revision 2 of this brief"
-    assert attempts_of(old)[-1].outcome == "superseded"
+    assert (attempts_of(old)[-1].outcome, attempts_of(old)[-1].http_status) == ("conflict", 409)
+    conflict = Conflict.objects.get(operation=old)
+    # Nothing is held under Galley's key for revision 2: the comparison shows only the revision.
+    assert (conflict.kind, conflict.target_state) == ("stale_revision", {"revision": 2})
+    assert AuditEvent.objects.filter(event_type="operation.stale_revision", subject_id=old.key).count() == 1
     assert applied(target) == [(elsewhere, 2, payload_hash(OTHER_PAYLOAD))]
     assert not Publication.objects.exists()
+    assert_not_published(brief)
 
 
 # --- invariant 2: key conflict is loud ------------------------------------------------------------------
@@ -528,8 +532,8 @@ def test_key_conflict_is_loud__target_holds_key_with_other_hash__conflict_never_
 
     operation = publish_op(revision)
     assert (operation.status, operation.needs_operator, operation.result) == ("conflict", True, None)
-    conflict = KeyConflict.objects.get()
-    assert (conflict.operation_id, conflict.source) == (operation.id, KeyConflict.Source.TARGET)
+    conflict = Conflict.objects.get()
+    assert (conflict.operation_id, conflict.source) == (operation.id, Conflict.Source.TARGET)
     assert conflict.existing_payload_hash == revision.payload_hash
     assert conflict.conflicting_payload_hash == payload_hash(OTHER_PAYLOAD)  # what the target holds
     assert conflict.resolved_at is None
@@ -557,8 +561,8 @@ def test_key_conflict_is_loud__ambiguous_lookup_finds_other_hash__conflict_recor
     operation = publish_op(revision)
     assert operation.status == "conflict"
     assert attempts_of(operation)[-1].ambiguous
-    conflict = KeyConflict.objects.get()
-    assert conflict.source == KeyConflict.Source.TARGET
+    conflict = Conflict.objects.get()
+    assert conflict.source == Conflict.Source.TARGET
     assert (conflict.existing_payload_hash, conflict.conflicting_payload_hash) == (
         revision.payload_hash,
         payload_hash(OTHER_PAYLOAD),
@@ -806,7 +810,7 @@ def test_retry_by_failure_kind__ambiguous_failure__lookup_adopts_exactly_one_app
 # --- invariant 10: done means observed -------------------------------------------------------------------
 
 
-def test_done_means_observed__target_record_holds_other_hash__verification_fails_brief_not_published(
+def test_done_means_observed__target_record_holds_other_hash__verification_conflict_brief_not_published(
     target, brief, revise, approver
 ):
     revision = revise(brief, "Dockers walked out at dawn.")
@@ -822,11 +826,18 @@ def test_done_means_observed__target_record_holds_other_hash__verification_fails
         )
     db.close()
 
-    assert run_worker(kinds=(VERIFY,)) == {"dead": 1}
+    assert run_worker(kinds=(VERIFY,)) == {"conflict": 1}
 
     verify = verify_op(revision)
-    assert verify.status == "dead"
+    assert (verify.status, verify.needs_operator) == ("conflict", True)
     assert verify.last_error_message.startswith(f"read-back of {publication.external_id} shows payload ")
+    conflict = Conflict.objects.get(operation=verify)
+    assert conflict.kind == "verification_mismatch"
+    assert conflict.target_state is not None
+    assert (conflict.target_state["id"], conflict.target_state["payload_hash"]) == (
+        publication.external_id,
+        payload_hash(OTHER_PAYLOAD),
+    )
     publication.refresh_from_db()
     assert publication.verified_at is None
     assert fresh(brief).status == Brief.Status.APPROVED

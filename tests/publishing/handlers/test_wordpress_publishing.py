@@ -25,12 +25,15 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections, transaction
+from playwright.sync_api import expect
 
 from publishing.actions.briefs import check_create_brief
 from publishing.clients.target import TargetStaleRevision, WordPressClient
 from publishing.hashing import payload_hash
 from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.models import Publication, Revision
+from publishing.roles import Role
+from tests.browser import PASSWORD, sign_in
 from tests.fault_proxy import DROP_AFTER_FORWARD, HANG_AFTER_FORWARD, UNAVAILABLE, FaultProxy
 from tests.publishing.handlers.test_publications import (
     approve,
@@ -46,6 +49,7 @@ from tests.publishing.handlers.test_publications import (
 from tests.wordpress import WordPress
 from workers.actions.claims import claim_operations
 from workers.actions.operator import do_retry_operation_now
+from workers.models import Conflict
 from workers.runner import drain, run_operation
 
 pytestmark = [pytest.mark.wordpress, pytest.mark.django_db(transaction=True)]
@@ -409,7 +413,7 @@ def test_no_regression__older_revision_after_newer__refused_by_plugin(direct, br
     assert_published(brief, second)
 
 
-def test_no_regression__operator_revives_older_publish_after_newer_at_wordpress__superseded_not_published(
+def test_no_regression__older_dead_letter_closed_when_newer_published_at_wordpress__cannot_be_revived(
     proxied, wordpress, brief, revise, approver, operator, settings
 ):
     first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
@@ -423,15 +427,12 @@ def test_no_regression__operator_revives_older_publish_after_newer_at_wordpress_
     assert run_worker() == {"succeeded": 2}
     assert_published(brief, second)
 
-    # The operator revives the old dead letter after the newer revision is at WordPress.
-    with transaction.atomic(durable=True):
-        assert do_retry_operation_now(publish_op(first), acting_user=operator)
-    assert run_worker() == {"superseded": 1}
-
+    # Publishing revision 2 ended the old dead letter: an operator can no longer revive it.
     old = publish_op(first)
-    assert old.status == "superseded"
-    assert old.last_error_message == f"revision 2 of {brief.public_id} is already published"
-    assert attempts_of(old)[-1].outcome == "superseded"
+    assert (old.status, old.last_error_message) == ("cancelled", "revision 2 was published instead")
+    with transaction.atomic(durable=True):
+        assert not do_retry_operation_now(old, acting_user=operator)
+    assert run_worker() == {}
     assert not Publication.objects.filter(revision=first).exists()
     # Revision 1 went out once (refused, 401) and never again.
     first_key = publish_op(first).key.encode()
@@ -442,11 +443,11 @@ def test_no_regression__operator_revives_older_publish_after_newer_at_wordpress_
     assert_published(brief, second)
 
 
-def test_no_regression__wordpress_holds_newer_revision_of_another_writer__stale_409_superseded(
+def test_no_regression__wordpress_holds_newer_revision_of_another_writer__stale_409_conflict_for_an_operator(
     direct, brief, revise, approver
 ):
     """WordPress already holds revision 2 that Galley knows nothing of: only the plugin's fence can
-    refuse revision 1, and its 409 ends Galley's intent as superseded."""
+    refuse revision 1, and since Galley cannot account for what WordPress holds, an operator decides."""
     first = revise(brief, "Dockers walked out at dawn.")
     approve(first, by=approver)
     elsewhere = f"elsewhere:{brief.public_id}:revision-2"
@@ -460,16 +461,66 @@ def test_no_regression__wordpress_holds_newer_revision_of_another_writer__stale_
             payload=theirs,
         )
 
-    assert run_worker() == {"superseded": 1}
+    assert run_worker() == {"conflict": 1}
 
     old = publish_op(first)
-    assert old.status == "superseded"
+    assert (old.status, old.needs_operator) == ("conflict", True)
     assert old.last_error_message == "the target already holds revision 2 of this brief"
-    assert (attempts_of(old)[-1].outcome, attempts_of(old)[-1].http_status) == ("superseded", None)
+    assert (attempts_of(old)[-1].outcome, attempts_of(old)[-1].http_status) == ("conflict", 409)
+    assert Conflict.objects.get(operation=old).target_state == {"revision": 2}
     assert not Publication.objects.exists()
     assert publication_rows(direct, brief.public_id) == [(elsewhere, 2, payload_hash(theirs))]
     assert post_of(direct, brief.public_id)["title"]["raw"] == "Harbour reopened"
     assert fresh(brief).published_revision_number is None
+
+
+def test_key_conflict_is_loud__wordpress_holds_the_key_with_other_content__operator_resolves_it_in_the_browser(
+    direct, brief, revise, approver, make_user, browser, live_server
+):
+    """An earlier Galley install (its database since reset) published brief-001 revision 1 with other
+    content: WordPress's plugin holds the key with another hash. The operator sees both sides in the
+    admin, cancels with a reason; a newer revision then publishes to the same post."""
+    operator = make_user("otto", Role.OPERATOR, password=PASSWORD)
+    operator.is_staff = True
+    operator.save(update_fields=["is_staff"])
+    key = publish_key(brief.public_id, 1)
+    theirs = {"title": "Harbour strike (old system)", "body": "Written before the reset."}
+    with wordpress_client(direct) as client:
+        client.publish(
+            operation_key=key, brief_id=brief.public_id, revision=1, payload_hash=payload_hash(theirs), payload=theirs
+        )
+    first = revise(brief, "Dockers walked out at dawn.")
+    approve(first, by=approver)
+    assert run_worker() == {"conflict": 1}
+    operation = publish_op(first)
+
+    page = sign_in(browser, live_server, "otto")
+    page.goto(f"{live_server.url}/admin/publishing/publicationproblem/?state=open")
+    page.get_by_role("link", name=key).click()
+    expect(
+        page.get_by_role("heading", name="Key conflict: the target holds this key with another payload")
+    ).to_be_visible()
+    hashes = page.locator("#side-by-side tbody tr").nth(1).locator("td")
+    expect(hashes.nth(0)).to_have_text(first.payload_hash)
+    expect(hashes.nth(1)).to_have_text(payload_hash(theirs))
+    expect(page.get_by_role("link", name="permalink")).to_have_attribute(
+        "href", post_of(direct, brief.public_id)["link"]
+    )
+    page.get_by_label("Reason").fill("WordPress keeps the old system's article; revision 2 replaces it")
+    page.get_by_role("button", name="Cancel with this reason").click()
+    expect(page.locator(".messagelist")).to_contain_text(f"Cancelled {key}; the brief shows why.")
+    expect(page.locator("#problem-status")).to_have_text("Cancelled")
+    conflict = Conflict.objects.get(operation=operation)
+    assert (conflict.resolved_by, conflict.kind) == (operator, "key_conflict")
+    assert publish_op(first).status == "cancelled"
+
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.")
+    approve(second, by=approver)
+    assert run_worker() == {"succeeded": 2}
+    assert_published(brief, second)
+    assert len(galley_posts(direct, brief.public_id)) == 1
+    assert publication_rows(direct, brief.public_id) == [(key, 1, payload_hash(theirs)), application_of(second)]
+    assert_post_shows(direct, second)
 
 
 # --- invariant 9: retry by failure kind -------------------------------------------------------------------

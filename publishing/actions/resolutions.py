@@ -1,0 +1,115 @@
+"""Settling a publication problem (PRODUCT.md §7.2): an operator adopts what the target holds,
+looks the key up again, retries after a fix or cancels with a reason; Galley itself closes the
+problems a newer published revision replaced.
+
+No action calls the target: adopting makes the revision's publish look its key up at the target
+and adopt what is there (the worker's reconcile path), and its verification then observes it, so
+nothing unapproved or older than what is published can come of it (invariants 3, 4, 10). Each
+action locks the operation's row, re-checks, audits, and writes nothing when there is nothing
+to do (then its message says why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from publishing.identities import PUBLISH, VERIFY, publish_key
+from publishing.models import Brief
+from publishing.roles import AnyUser, Role, require_role
+from publishing.selectors import get_publication_problem
+from publishing.validation import clean_text
+from workers.actions.operator import do_cancel_operation, do_retry_operation_now
+from workers.audit import record_audit_event
+from workers.models import Operation, OperationStatus
+
+OPEN = (OperationStatus.DEAD, OperationStatus.CONFLICT)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    changed: bool
+    message: str
+
+
+def _lock(operation: Operation) -> Operation:
+    locked = Operation.objects.select_for_update(of=("self",)).get(id=operation.id)
+    if locked.kind not in (PUBLISH, VERIFY):
+        raise ValueError(f"{locked.key} is not a publication's operation")
+    return locked
+
+
+def _not_open(locked: Operation) -> Outcome:
+    return Outcome(False, f"Nothing to do: {locked.key} is {locked.get_status_display().lower()} now.")
+
+
+@transaction.atomic(savepoint=False)
+def check_adopt_target_revision(operation: Operation, *, acting_user: AnyUser) -> Outcome:
+    """Adopt the approved revision the target holds: its publish looks its key up and adopts it
+    (then it is verified); this operation, if it is another revision's, is cancelled for it."""
+    user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
+    locked = _lock(operation)
+    if locked.status not in OPEN:
+        return _not_open(locked)
+    problem = get_publication_problem(locked)
+    if problem.adoptable is None:
+        return Outcome(False, problem.adopt_refusal)
+    number = problem.adoptable.number
+    publish = Operation.objects.get(key=publish_key(locked.subject_id, number))
+    if publish.id == locked.id:
+        do_retry_operation_now(locked, acting_user=user, reconcile=True)
+    else:
+        if publish.status != OperationStatus.SUCCEEDED:
+            do_retry_operation_now(publish, acting_user=user, reconcile=True)
+        do_cancel_operation(
+            locked, reason=f"the target holds approved revision {number}; an operator adopted it", acting_user=user
+        )
+    record_audit_event(
+        acting_user=user,
+        event_type="publication.adopted",
+        subject_type="brief",
+        subject_id=locked.subject_id,
+        old_state={"operation": locked.key, "problem": problem.problem},
+        new_state={"adopted_revision": number, "target_state": problem.held.state if problem.held else None},
+    )
+    return Outcome(True, f"Adopting revision {number}: its publish adopts what the target holds, then it is verified.")
+
+
+@transaction.atomic(savepoint=False)
+def check_retry_publication(operation: Operation, *, acting_user: AnyUser, look_up: bool = False) -> Outcome:
+    """Run the operation again now, after a fix at the target (or, with `look_up`, look the key
+    up and adopt what exists first). The handler re-checks the approval and that nothing newer
+    is published before it sends anything."""
+    user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
+    locked = _lock(operation)
+    if locked.status not in OPEN:
+        return _not_open(locked)
+    do_retry_operation_now(locked, acting_user=user, reconcile=look_up)
+    if look_up:
+        return Outcome(True, f"Looking {locked.key} up at the target now; what it holds there is adopted.")
+    return Outcome(True, f"Running {locked.key} again now.")
+
+
+@transaction.atomic(savepoint=False)
+def check_cancel_publication(operation: Operation, *, reason: str, acting_user: AnyUser) -> Outcome:
+    user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
+    reason = clean_text(reason, field="The reason (the editors see it on the brief)", max_chars=1000, required=True)
+    locked = _lock(operation)
+    if locked.status not in OPEN:
+        return _not_open(locked)
+    do_cancel_operation(locked, reason=f"cancelled by an operator: {reason}", acting_user=user)
+    return Outcome(True, f"Cancelled {locked.key}; the brief shows why.")
+
+
+@transaction.atomic(savepoint=False)
+def do_close_replaced_problems(brief: Brief, *, published_number: int) -> None:
+    """Revision `published_number` is published: the stuck publications of older revisions are
+    over (a newer revision was published instead), each cancelled with that reason and audited."""
+    stuck = (
+        Operation.objects.for_subject("brief", brief.public_id)
+        .filter(kind__in=(PUBLISH, VERIFY), status__in=OPEN, arguments__revision__lt=published_number)
+        .order_by("id")
+    )
+    for operation in stuck:
+        do_cancel_operation(operation, reason=f"revision {published_number} was published instead", acting_user=None)
