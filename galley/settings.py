@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from galley import env
@@ -22,6 +23,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "django_q",
     "workers",
     "publishing",
@@ -38,6 +40,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "publishing.middleware.RefusalMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a sign-in refused for a lockout into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "galley.urls"
@@ -72,6 +76,42 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "publishing:dashboard"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Sign-in throttling (django-axes), for Galley's login page and the admin's alike ----------------
+# Axes' backend comes first: it refuses a locked-out account or address before any password is
+# checked, so the right password does not get in during a lockout either. Every authenticate()
+# must pass the request (Django's own login views do; the test client's login() does not: tests
+# sign in with force_login()).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+GALLEY_LOGIN_FAILURE_LIMIT = env.env_int("GALLEY_LOGIN_FAILURE_LIMIT", 5)
+GALLEY_LOGIN_COOLOFF_MINUTES = env.env_int("GALLEY_LOGIN_COOLOFF_MINUTES", 15)
+env.require(GALLEY_LOGIN_FAILURE_LIMIT >= 1, "GALLEY_LOGIN_FAILURE_LIMIT must be at least 1")
+env.require(GALLEY_LOGIN_COOLOFF_MINUTES >= 1, "GALLEY_LOGIN_COOLOFF_MINUTES must be at least 1")
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+# Counted per account and, separately, per address: guessing one account from many addresses and
+# many accounts from one address are both stopped. The address is the connection's (REMOTE_ADDR).
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = GALLEY_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=GALLEY_LOGIN_COOLOFF_MINUTES)
+# A failure during a lockout restarts the cool-off, so "try again in N minutes" is true when shown.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
+AXES_RESET_ON_SUCCESS = True
+# The audit trail: every failure is a row (admin: /admin/axes/accessfailurelog/) besides its log line.
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+# Log lines name the account, the address and the path (axes masks the first two by default, and
+# passwords always); not verbose: no user agent in them, and no banner at every process start.
+AXES_SENSITIVE_PARAMETERS: list[str] = []
+AXES_VERBOSE = False
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+# The page says the same, from the cool-off in force; this plain text is axes' fallback.
+AXES_COOLOFF_MESSAGE = (
+    f"Sign-in locked: too many failed attempts. Try again in {GALLEY_LOGIN_COOLOFF_MINUTES} "
+    f"minute{'s' if GALLEY_LOGIN_COOLOFF_MINUTES != 1 else ''}."
+)
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = env.env_str("TIME_ZONE", "UTC")
@@ -175,5 +215,9 @@ LOGGING = {
         # Django's own console (and unconfigured admin e-mail) handlers on "django" would print every
         # error a second time beside the root handler: its records go to the root handler only.
         "django": {"handlers": [], "level": "INFO"},
+        # Failed sign-ins and lockouts (axes logs them at WARNING) are shown whatever LOG_LEVEL says:
+        # with the access-failure rows they are the audit trail of the login pages. Its INFO lines
+        # (four per successful sign-in) are left out; successes are rows in the admin's access logs.
+        "axes": {"level": "WARNING"},
     },
 }

@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, P
 from publishing.errors import PermissionRefused
 
 # Operators read everything in the admin; every change goes through an audited action.
-OPERATOR_APPS = ("publishing", "approvals", "workers")
+OPERATOR_APPS = ("publishing", "approvals", "workers", "axes")
 
 
 class Role(StrEnum):

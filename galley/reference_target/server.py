@@ -10,6 +10,7 @@ a ``BEGIN IMMEDIATE`` transaction so concurrent writers serialise on the file lo
 Endpoints
     POST /v1/publications            apply once per Idempotency-Key (bearer token)
     GET  /v1/publications?operation_key=K, GET /v1/publications/{id}   look-up and read-back (bearer token)
+    GET  /v1/status                  {"target", "fence"}: whether the revision fence is on (bearer token)
     GET  /articles/{id}              the published page: the article's title and body, no other markup
     GET  /_ledger                    every first application, in order (for tests and operators)
     GET  /_health                    liveness
@@ -392,6 +393,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, b"<!doctype html><title>Not found</title><p>Not found.</p>\n", _HTML)
                 return
             self._send(200, _article_html(row).encode("utf-8"), _HTML)
+            return
+        if path == "/v1/status":
+            if not self._authorised():
+                return
+            # Read per request: a test may switch the fence off on a running target.
+            self._json(200, {"target": "galley-reference-target", "fence": not target.faults.fence_off})
             return
         if path == "/v1/publications":
             if not self._authorised():

@@ -25,6 +25,9 @@ def do_request_publication(revision: Revision) -> Enqueued:
     publishes never regress (invariant 4): an older publish that has not been claimed yet is
     superseded; one that may already be in flight becomes a prerequisite (completion edge),
     so this one is claimed only after it finished either way.
+
+    Caller holds the brief's row lock, taken before any operation row (README, "Lock order");
+    older operations are touched in id order.
     """
     public_id = revision.brief.public_id
     enqueued = enqueue_operation(
@@ -58,7 +61,14 @@ def do_record_publication(
     revision: Revision, *, publish_operation_id: int, external_id: str, permalink: str
 ) -> Publication:
     """The publication and its verification intent, in the publish operation's finalize
-    transaction (invariant 5). Idempotent: the publication is keyed by the operation key."""
+    transaction (invariant 5). Idempotent: the publication is keyed by the operation key.
+
+    Locks the brief first (README, "Lock order"), before the fenced update locks the operation.
+    """
+    # Without this lock the publication's foreign-key check would take the brief at COMMIT,
+    # after the operation row: the reverse of an approval, which holds the brief and waits for
+    # the operation. NO KEY UPDATE still serialises with the brief's writers.
+    Brief.objects.select_for_update(of=("self",), no_key=True).get(id=revision.brief_id)
     public_id = revision.brief.public_id
     key = publish_key(public_id, revision.number)
     publication, created = Publication.objects.get_or_create(
@@ -95,9 +105,13 @@ def do_record_publication(
 @transaction.atomic(savepoint=False)
 def do_record_verification(publication: Publication) -> None:
     """Record the observation (invariant 10) and advance the brief's published revision, never
-    backwards (invariant 4); the brief shows "published" when this is its latest revision."""
+    backwards (invariant 4); the brief shows "published" when this is its latest revision.
+
+    In the verify operation's finalize: locks the brief first, then the publication, then any
+    operation rows; the fenced update locks the verify operation last (README, "Lock order").
+    """
     number = publication.revision.number
-    brief = Brief.objects.select_for_update(of=("self",)).get(id=publication.brief_id)
+    brief = Brief.objects.select_for_update(of=("self",), no_key=True).get(id=publication.brief_id)
     Publication.objects.filter(id=publication.id, verified_at__isnull=True).update(verified_at=timezone.now())
     old = {"published_revision": brief.published_revision_number, "status": brief.status}
     advanced = Brief.objects.filter(

@@ -49,6 +49,14 @@ def check_adopt_target_revision(operation: Operation, *, acting_user: AnyUser) -
     """Adopt the approved revision the target holds: its publish looks its key up and adopts it
     (then it is verified); this operation, if it is another revision's, is cancelled for it."""
     user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
+    adoptable = get_publication_problem(operation).adoptable
+    if adoptable is not None:
+        # Both operation rows, in id order (README, "Lock order"), before the re-check under lock.
+        publish_id = Operation.objects.values_list("id", flat=True).get(
+            key=publish_key(operation.subject_id, adoptable.number)
+        )
+        for operation_id in sorted({operation.id, publish_id}):
+            Operation.objects.select_for_update(of=("self",)).get(id=operation_id)
     locked = _lock(operation)
     if locked.status not in OPEN:
         return _not_open(locked)

@@ -94,6 +94,32 @@ class TargetInvalidResponse(TargetError, http.ServiceInvalidResponse):
 
 
 @dataclass(frozen=True)
+class TargetCheck:
+    """What a target's check found: it answers and accepts Galley's credentials (otherwise the check
+    raised), and whether it confirms a revision fence; ``fence_answer`` is what it said instead."""
+
+    found: str
+    fence_confirmed: bool
+    fence_answer: str = ""
+
+    @property
+    def fence_warning(self) -> str:
+        """Why an unconfirmed fence matters, for an operator; empty when the fence is confirmed."""
+        if self.fence_confirmed:
+            return ""
+        return (
+            f"the target does not confirm a revision fence ({self.fence_answer}). Galley cannot stop a late "
+            "packet alone: a publish delayed in the network past its lease can still land after a newer "
+            "revision and replace it there. Only the target's fence closes that: use a target that refuses "
+            "an older revision (409 stale_revision, PRODUCT.md §7.4) and answers GET /v1/status with "
+            '{"fence": true}.'
+        )
+
+    def __str__(self) -> str:
+        return self.found if self.fence_confirmed else f"{self.found}; WARNING: {self.fence_warning}"
+
+
+@dataclass(frozen=True)
 class Receipt:
     id: str
     operation_key: str
@@ -265,12 +291,33 @@ class TargetClient:
         return " ".join(reader.parts)
 
     def check(self) -> str:
-        """Whether the target answers the protocol and accepts our credentials: a look-up of a key
-        that cannot exist must answer not_found. Returns what was found; raises a TargetError
-        that says what is wrong."""
+        """What examine() found, in one line (a missing fence confirmation included, as a warning)."""
+        return str(self.examine())
+
+    def examine(self) -> TargetCheck:
+        """Whether the target answers the protocol and accepts our credentials (a look-up of a key
+        that cannot exist must answer not_found), and whether it confirms a revision fence at
+        GET /v1/status ({"fence": true}). Raises a TargetError that says what is wrong with the
+        first two; a fence it does not confirm is not an error but TargetCheck.fence_confirmed False:
+        §7.4 defines no status route, so a faithful target may have a fence and not say so."""
         if self.lookup("galley-check:no-such-operation") is not None:
             raise TargetInvalidResponse("The target claims to hold a key Galley never sends; is this a §7.4 target?")
-        return f"§7.4 target at {self.base_url}: it answers the protocol and accepts GALLEY_TARGET_TOKEN"
+        found = f"§7.4 target at {self.base_url}: it answers the protocol and accepts GALLEY_TARGET_TOKEN"
+        response = self._send("GET", "/v1/status", headers=self._auth)
+        if response.status_code in (401, 403):
+            raise self._error(response)
+        if response.status_code != 200:
+            return TargetCheck(
+                found, fence_confirmed=False, fence_answer=f"GET /v1/status answered {response.status_code}"
+            )
+        try:
+            fence = self._json(response).get("fence")
+        except TargetInvalidResponse:
+            return TargetCheck(found, fence_confirmed=False, fence_answer="GET /v1/status answered no JSON object")
+        if fence is not True:
+            answer = f'GET /v1/status says "fence": {json.dumps(fence)}'
+            return TargetCheck(found, fence_confirmed=False, fence_answer=answer)
+        return TargetCheck(f"{found}; its revision fence is on", fence_confirmed=True)
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -393,10 +440,11 @@ class WordPressClient(TargetClient):
         self.user = user
         self._auth = {"Authorization": "Basic " + base64.b64encode(credentials.encode("utf-8")).decode("ascii")}
 
-    def check(self) -> str:
+    def examine(self) -> TargetCheck:
         """The plugin answers, in the version Galley speaks, with the revision fence on, and
         WordPress accepts the application password. A wrong password reaches WordPress as an
-        anonymous visitor, which the plugin refuses with 401."""
+        anonymous visitor, which the plugin refuses with 401. The plugin is Galley's own and always
+        fences, so a status without the fence is a wrong plugin: an error, not a warning."""
         response = self._send("GET", "/v1/status", headers=self._auth)
         if response.status_code in (401, 403):
             raise self._error(response)
@@ -418,9 +466,10 @@ class WordPressClient(TargetClient):
             )
         if status.get("fence") is not True:
             raise TargetInvalidResponse("The plugin does not confirm its revision fence", status=200)
-        return (
+        return TargetCheck(
             f"WordPress at {self.site_url}: plugin {self.PLUGIN} {self.PLUGIN_VERSION}, revision fence on, "
-            f"signed in as {status.get('user')!r}"
+            f"signed in as {status.get('user')!r}",
+            fence_confirmed=True,
         )
 
 
@@ -443,8 +492,15 @@ def shared_from_settings() -> TargetClient:
 
 
 def check_configured_target() -> str:
-    """What the configured target's check found; raises a TargetError saying what is wrong."""
+    """What the configured target's check found, in one line (a worker's startup check); raises a
+    TargetError saying what is wrong."""
     return shared_from_settings().check()
+
+
+def examine_configured_target() -> TargetCheck:
+    """What the configured target's check found (manage.py check_target); raises a TargetError
+    saying what is wrong."""
+    return shared_from_settings().examine()
 
 
 _shared: http.SharedPerProcess[TargetClient] = http.SharedPerProcess(TargetClient)

@@ -1,38 +1,176 @@
 """`manage.py check_target` against a real reference target: it says what it found, or exactly
-what is wrong, and exits non-zero then."""
+what is wrong, and exits non-zero then. A target that does not confirm a revision fence passes
+with a warning: Galley cannot stop a late packet alone (README, "What Galley cannot stop alone")."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
 from pathlib import Path
 
+import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from galley.reference_target import ReferenceTarget
-from tests.processes import free_port
+from galley.reference_target import Faults, ReferenceTarget
+from tests.processes import BASE_DIR, free_port, process_env, stop, wait_for_http
 
 TOKEN = "check-target-token"
+FOUND = "it answers the protocol and accepts GALLEY_TARGET_TOKEN"
+LATE_PACKET = "Galley cannot stop a late packet alone"
 
 
 @pytest.fixture
-def target(tmp_path: Path, settings) -> Iterator[ReferenceTarget]:
-    with ReferenceTarget(db_path=tmp_path / "target.sqlite3", token=TOKEN) as target:
+def start_target(tmp_path: Path, settings) -> Iterator:
+    """start_target(faults=None): a reference target in this process, configured as Galley's target."""
+    started: list[ReferenceTarget] = []
+
+    def start(faults: Faults | None = None) -> ReferenceTarget:
+        db_path = tmp_path / f"target-{len(started)}.sqlite3"
+        target = ReferenceTarget(db_path=db_path, token=TOKEN, faults=faults).start()
+        started.append(target)
         settings.GALLEY_TARGET_KIND = "reference"
         settings.GALLEY_TARGET_URL = target.url
         settings.GALLEY_TARGET_TOKEN = TOKEN
-        yield target
+        return target
+
+    yield start
+    for target in started:
+        target.stop()
+
+
+@pytest.fixture
+def target(start_target) -> ReferenceTarget:
+    return start_target()
+
+
+def check_target() -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("check_target", stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
 
 
 def test_check_target__reference_target__ok(target):
-    out = StringIO()
-    call_command("check_target", stdout=out)
-    assert (
-        out.getvalue()
-        == f"target ok: §7.4 target at {target.url}: it answers the protocol and accepts GALLEY_TARGET_TOKEN\n"
-    )
+    out, err = check_target()
+
+    assert out == f"target ok: §7.4 target at {target.url}: {FOUND}; its revision fence is on\n"
+    assert err == ""
     assert target.ledger() == []
+
+
+def test_check_target__fence_off__passes_with_a_warning_that_a_late_packet_can_land(start_target):
+    target = start_target(Faults(fence_off=True))
+
+    out, err = check_target()
+
+    assert out == f"target ok: §7.4 target at {target.url}: {FOUND}\n"
+    assert err.startswith('WARNING: the target does not confirm a revision fence (GET /v1/status says "fence": false).')
+    assert LATE_PACKET in err
+    assert "409 stale_revision" in err
+
+
+def test_check_target__fence_switched_off_on_a_running_target__status_says_so(target):
+    target.faults = Faults(fence_off=True)
+
+    _out, err = check_target()
+
+    assert err.startswith("WARNING: the target does not confirm a revision fence")
+
+
+@contextlib.contextmanager
+def target_without_a_status_route() -> Iterator[str]:
+    """A §7.4 target holding nothing and defining no GET /v1/status: every GET answers 404 not_found."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"error": "not_found"}).encode()
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_check_target__target_without_a_status_route__passes_with_a_warning(settings):
+    # A faithful §7.4 target need not answer GET /v1/status (the protocol does not define it).
+    settings.GALLEY_TARGET_KIND = "reference"
+    settings.GALLEY_TARGET_TOKEN = TOKEN
+    with target_without_a_status_route() as url:
+        settings.GALLEY_TARGET_URL = url
+        out, err = check_target()
+
+    assert out.startswith("target ok: ")
+    assert err.startswith("WARNING: the target does not confirm a revision fence (GET /v1/status answered 404).")
+
+
+def test_reference_target_status__says_whether_its_fence_is_on(start_target):
+    fenced = start_target()
+    unfenced = start_target(Faults(fence_off=True))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+
+    assert httpx.get(f"{fenced.url}/v1/status", headers=auth, timeout=5).json() == {
+        "target": "galley-reference-target",
+        "fence": True,
+    }
+    assert httpx.get(f"{unfenced.url}/v1/status", headers=auth, timeout=5).json()["fence"] is False
+    assert httpx.get(f"{fenced.url}/v1/status", timeout=5).status_code == 401
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("fence", ["on", "off"])
+def test_check_target__reference_target_program__warns_only_when_its_fence_is_off(tmp_path, fence):
+    port = free_port()
+    argv = [sys.executable, "-m", "galley.reference_target", "--port", str(port), "--token", TOKEN]
+    env = process_env(GALLEY_VAR_DIR=str(tmp_path), GALLEY_TARGET_TOKEN=TOKEN)
+    program = subprocess.Popen(
+        [*argv, *(["--fence-off"] if fence == "off" else [])],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/_health", process=program, timeout=60)
+        checked = subprocess.run(
+            [sys.executable, "manage.py", "check_target"],
+            cwd=BASE_DIR,
+            env={**env, "GALLEY_TARGET_KIND": "reference", "GALLEY_TARGET_URL": f"http://127.0.0.1:{port}"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        stop(program)
+
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith("target ok: ")
+    if fence == "on":
+        assert "its revision fence is on" in checked.stdout
+        assert "WARNING" not in checked.stderr
+    else:
+        assert "WARNING: the target does not confirm a revision fence" in checked.stderr
+        assert LATE_PACKET in checked.stderr
 
 
 def test_check_target__wrong_token__says_which_setting(target, settings):
