@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test bench lint install browser wordpress clean
+.PHONY: run test bench chaos lint install browser wordpress clean
 
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
@@ -16,6 +16,12 @@ test: $(INSTALLED) browser wordpress
 # The benchmarks (tests/benchmarks, which `make test` skips), on their own throwaway PostgreSQL.
 bench: $(INSTALLED)
 	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s -q
+
+# The chaos test (tests/chaos.py) at full size: about 200 briefs for a few minutes, on its own PostgreSQL
+# (which it restarts), with SIGKILLed workers and a faulty target; prints its figures, exits 1 on a broken
+# invariant. Options go in CHAOS_ARGS (e.g. CHAOS_ARGS='--briefs 500 --seed 7'); `make test` runs a short one.
+chaos: $(INSTALLED)
+	$(PY) -m tests.chaos $(CHAOS_ARGS)
 
 # ruff, the import rules of pyproject.toml (import-linter), and types (mypy with django-stubs, which
 # loads the settings: a throwaway SECRET_KEY is enough, nothing connects to a database).

