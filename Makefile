@@ -5,10 +5,20 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: run test bench chaos lint install browser wordpress clean
+.PHONY: run serve test bench chaos lint install browser wordpress clean
 
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
+
+# The production web server (README "Production"): gunicorn, static files by whitenoise, DEBUG off. It needs
+# SECRET_KEY and DATABASE_URL; it collects the static files first. Migrations are a release step of their
+# own (`manage.py migrate`, once per deploy, not once per web host). gunicorn options go in GUNICORN_CMD_ARGS.
+serve: $(INSTALLED)
+	@test -n "$$SECRET_KEY" || { echo 'make serve: set SECRET_KEY (README, "Production")' >&2; exit 1; }
+	@test -n "$$DATABASE_URL" || { echo 'make serve: set DATABASE_URL (README, "Production")' >&2; exit 1; }
+	DEBUG=false $(PY) manage.py collectstatic --noinput --verbosity 0
+	DEBUG=false exec $(VENV)/bin/gunicorn galley.wsgi --bind $${GALLEY_HOST:-127.0.0.1}:$${GALLEY_PORT:-8000} \
+		--workers $${WEB_CONCURRENCY:-4} --access-logfile - --forwarded-allow-ips $${FORWARDED_ALLOW_IPS:-127.0.0.1}
 
 test: $(INSTALLED) browser wordpress
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from csp.constants import NONE, SELF, UNSAFE_INLINE
+
 from galley import env
 from galley.embedded_database import run_database_url
 
@@ -12,7 +14,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env.var_dir()
 
 DEBUG = env.env_bool("DEBUG", default=False)
-SECRET_KEY = env.secret_key(debug=DEBUG, dev_key_file=VAR_DIR / "secret_key")
+# Development is DEBUG or the embedded database (no DATABASE_URL): both may use the per-checkout key under
+# var/, so any manage.py command reaches `make run`'s database as it is (README). Production names both.
+SECRET_KEY = env.secret_key(debug=DEBUG or not env.env_str("DATABASE_URL"), dev_key_file=VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env.env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -25,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "axes",
     "django_q",
+    "ninja",  # the JSON API's docs page (/api/v1/docs) serves its Swagger UI from ninja's static files
     "workers",
     "publishing",
     "approvals",
@@ -32,6 +37,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files are answered here, before sessions and sign-in; with their own cache headers.
+    "galley.staticfiles.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -119,12 +127,48 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(env.env_str("STATIC_ROOT") or VAR_DIR / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed, compressed names after collectstatic, which whitenoise serves as immutable (galley/staticfiles.py).
+    "staticfiles": {"BACKEND": "galley.staticfiles.StaticFilesStorage"},
+}
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.env_bool("SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
+
+# --- HTTPS and security headers (SecurityMiddleware, django-csp); README "Production" -------------------
+# Behind a proxy that ends TLS: the header it sets on every request (X-Forwarded-Proto), so that Django
+# knows a request came over HTTPS. Only with a proxy that overwrites it, or any client could claim HTTPS.
+_PROXY_SSL_HEADER = env.env_str("SECURE_PROXY_SSL_HEADER", "")
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _PROXY_SSL_HEADER.upper().replace("-", "_"), "https") if _PROXY_SSL_HEADER else None
+)
+SECURE_SSL_REDIRECT = env.env_bool("SECURE_SSL_REDIRECT", default=False)
+# Load balancers probe a host over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Sent on HTTPS responses only; a browser that saw it refuses plain HTTP to this host for that long.
+SECURE_HSTS_SECONDS = env.env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        # No inline script anywhere (Galley's templates have none, the admin's neither).
+        "script-src": [SELF],
+        # base.html's <style> block and a few style="" attributes are inline; scripts are what matters.
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 # Largest revision body an editor may submit, in characters (bad input gets a clear message).
 GALLEY_MAX_BODY_CHARS = env.env_int("GALLEY_MAX_BODY_CHARS", 200_000)

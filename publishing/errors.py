@@ -36,7 +36,8 @@ class RevisionConflict(GalleyError):
         else:
             message = (
                 f"Revision {current} was saved while you were editing revision {base_number}. "
-                "Nothing was saved: your text is kept below; review what changed and save again."
+                "Nothing was saved: your text is kept below; review what changed, then overwrite it with "
+                "your version or start again from the newer revision."
             )
         super().__init__(message)
         self.newer = newer

@@ -31,6 +31,13 @@ class Brief(models.Model):
     published_revision_number = models.PositiveIntegerField(
         null=True, blank=True, help_text="Highest revision verified at the target; only ever grows."
     )
+    form_token = models.UUIDField(
+        null=True,
+        blank=True,
+        unique=True,
+        editable=False,
+        help_text="The one-time token of the new-brief form that created it; that form sent again finds this brief.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -42,7 +49,14 @@ class Brief(models.Model):
                 condition=models.Q(public_id__regex=r"^brief-[0-9]{3,}$"), name="brief_public_id_form"
             ),
         ]
-        indexes = [models.Index(fields=["status", "-created_at"], name="brief_status_created_idx")]
+        # The brief list (publishing.selectors.list_briefs) picks a page's ids from these alone: they
+        # hold its order, its status filter and the columns its search reads (migration 0009).
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], include=["title", "public_id"], name="brief_created_idx"),
+            models.Index(
+                fields=["status", "-created_at", "-id"], include=["title", "public_id"], name="brief_status_created_idx"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.title}"
@@ -189,3 +203,50 @@ class PublicationProblem(Operation):
     class Meta:
         proxy = True
         verbose_name = "publication problem"
+
+
+class ApiToken(models.Model):
+    """A user's bearer token for the JSON API (`Authorization: Bearer <secret>`).
+
+    Only the sha256 hex digest of the secret is stored (publishing.actions.api_tokens); the
+    secret is shown once, when the token is made. A token acts with its user's roles.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What the token is for, e.g. the integration's name.")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    prefix = models.CharField(
+        max_length=16, editable=False, help_text="The secret's first characters, to tell tokens apart."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name}, {self.user})"
+
+
+class IdempotencyRecord(models.Model):
+    """The stored response of one API POST under a user's Idempotency-Key (PRODUCT.md §7.3).
+
+    Written in the same transaction as the write it answers, so a replay never returns a response
+    whose write did not commit. While a request runs, its key is held by a transaction-level
+    advisory lock (publishing.actions.idempotency), not by a row. Database guard: one record per
+    (user, key). Records older than GALLEY_RETENTION_DAYS count as absent and are purged.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="sha256 of method, path and canonical body.")
+    response_status = models.PositiveSmallIntegerField()
+    response_body = models.TextField(help_text="The response's JSON text, replayed byte for byte.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_one_record_per_user_key")]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.user_id})"

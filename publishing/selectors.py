@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, overload
 
-from django.db.models import Max, Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
@@ -31,18 +32,57 @@ def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) ->
         raise NotFound(f"There is no brief {public_id}.") from None
 
 
-def list_briefs(*, query: str = "", status: str = "") -> QuerySet[Brief]:
-    # The aggregate drops Meta.ordering, so the order is restated (pagination needs a stable one).
-    briefs = (
-        Brief.objects.select_related("author")
-        .annotate(latest_revision_number=Max("revisions__number"))
-        .order_by("-created_at", "-id")
-    )
+# Newest first; the id breaks ties, so pages never overlap or skip a row. Migration 0009's
+# indexes hold this order, alone and after the status.
+BRIEF_LIST_ORDER = ("-created_at", "-id")
+
+
+class BriefList:
+    """Briefs as Paginator takes them: len() counts them, a slice reads one page of them.
+
+    A slice is one query in two steps: first the page's ids, read from an index alone (the
+    order, the status filter and the searched columns are all in it, so each row OFFSET skips
+    costs an index entry, not a table row, a join and a subquery); then only those rows, with
+    their author and their latest revision number (one probe each into the (brief, number)
+    unique index). A plain queryset computes all of that for every row it skips.
+    """
+
+    def __init__(self, briefs: QuerySet[Brief]) -> None:
+        self.briefs = briefs  # filtered and in BRIEF_LIST_ORDER; only its count and ids are read
+
+    def __len__(self) -> int:
+        return self.briefs.count()
+
+    def __iter__(self) -> Iterator[Brief]:
+        return iter(self[:])
+
+    @overload
+    def __getitem__(self, index: int) -> Brief: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Brief]: ...
+    def __getitem__(self, index: int | slice) -> Brief | list[Brief]:
+        if isinstance(index, int):
+            return self[index : index + 1][0]
+        latest = Revision.objects.filter(brief=OuterRef("pk")).order_by("-number").values("number")[:1]
+        page = (
+            Brief.objects.filter(pk__in=self.briefs.values_list("pk", flat=True)[index])
+            .select_related("author")
+            .annotate(latest_revision_number=Subquery(latest))
+            .order_by(*BRIEF_LIST_ORDER)
+        )
+        return list(page)
+
+
+def list_briefs(*, query: str = "", status: str = "") -> BriefList:
+    """Briefs newest first whose title contains `query` or whose public id is `query`, in `status`."""
+    briefs = Brief.objects.order_by(*BRIEF_LIST_ORDER)
     if query:
-        briefs = briefs.filter(Q(title__icontains=query) | Q(public_id__iexact=query.strip()))
+        # Public ids are lowercase (constraint brief_public_id_form): matching the lowered query
+        # is iexact without an UPPER() of every row's id.
+        briefs = briefs.filter(Q(title__icontains=query) | Q(public_id=query.strip().lower()))
     if status:
         briefs = briefs.filter(status=status)
-    return briefs
+    return BriefList(briefs)
 
 
 def get_latest_revision(brief: Brief) -> Revision | None:

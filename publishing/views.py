@@ -10,11 +10,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.forms import DecisionForm
-from publishing.actions.briefs import check_create_brief, check_update_source_material
+from publishing.actions.briefs import NewBriefFormReused, check_submit_new_brief_form, check_update_source_material
 from publishing.actions.revisions import check_create_revision, check_use_suggestion
 from publishing.errors import GalleyError, PermissionRefused, RevisionConflict
 from publishing.forms import BriefFilterForm, BriefForm, RevisionForm, SourceMaterialForm
 from publishing.identities import SUMMARY_STEP
+from publishing.middleware import check_form_text, checks_own_form_text
+from publishing.models import Brief
 from publishing.roles import Role, can_view, require_role
 from publishing.selectors import (
     access_brief,
@@ -50,24 +52,35 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "publishing/dashboard.html", {"page": page, "filters": filters})
 
 
+@checks_own_form_text
 @require_http_methods(["GET", "POST"])
 def brief_new(request: HttpRequest) -> HttpResponse:
+    """Create a brief once per rendered form: the same form sent again leads to the brief it created."""
     require_role(request.user, Role.EDITOR, to="create briefs")
-    form = BriefForm(request.POST or None)
-    if request.method == "POST":
-        try:
-            with transaction.atomic(durable=True):
-                brief = check_create_brief(
-                    title=request.POST.get("title", ""),
-                    source_material=request.POST.get("source_material", ""),
-                    acting_user=request.user,
-                )
-        except GalleyError as exc:
-            form.add_error(None, exc.message)
-        else:
-            messages.success(request, f"{brief.public_id} created.")
-            return redirect(brief)
-    return render(request, "publishing/brief_form.html", {"form": form})
+    if request.method != "POST":
+        return render(request, "publishing/brief_form.html", {"form": BriefForm.blank()})
+    try:
+        check_form_text(request, BriefForm())
+        with transaction.atomic(durable=True):
+            brief, created = check_submit_new_brief_form(
+                request.POST.get("form_token", ""),
+                title=request.POST.get("title", ""),
+                source_material=request.POST.get("source_material", ""),
+                acting_user=request.user,
+            )
+    except NewBriefFormReused as exc:
+        form = BriefForm.resubmittable(request.POST, new_token=True)
+        form.add_error(None, exc.message)
+        return render(request, "publishing/brief_form.html", {"form": form}, status=409)
+    except GalleyError as exc:
+        form = BriefForm.resubmittable(request.POST, new_token=False)
+        form.add_error(None, exc.message)
+        return render(request, "publishing/brief_form.html", {"form": form}, status=400)
+    if created:
+        messages.success(request, f"{brief.public_id} created.")
+    else:
+        messages.info(request, f"{brief.public_id} was already created from this form; nothing new was saved.")
+    return redirect(brief)
 
 
 @require_http_methods(["GET"])
@@ -90,6 +103,7 @@ def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     )
 
 
+@checks_own_form_text
 @require_http_methods(["GET", "POST"])
 def brief_source_edit(request: HttpRequest, public_id: str) -> HttpResponse:
     """Replace the source material; a new summary run starts and older runs stop."""
@@ -98,15 +112,16 @@ def brief_source_edit(request: HttpRequest, public_id: str) -> HttpResponse:
     form = SourceMaterialForm(request.POST or None, initial={"source_material": brief.source_material})
     if request.method == "POST":
         try:
+            check_form_text(request, form)
             with transaction.atomic(durable=True):
                 check_update_source_material(
                     public_id, source_material=request.POST.get("source_material", ""), acting_user=request.user
                 )
         except GalleyError as exc:
             form.add_error(None, exc.message)
-        else:
-            messages.success(request, "Source material saved; a new summary run has started.")
-            return redirect(brief)
+            return render(request, "publishing/source_form.html", {"brief": brief, "form": form}, status=400)
+        messages.success(request, "Source material saved; a new summary run has started.")
+        return redirect(brief)
     return render(request, "publishing/source_form.html", {"brief": brief, "form": form})
 
 
@@ -136,50 +151,83 @@ def revision_detail(request: HttpRequest, public_id: str, number: int) -> HttpRe
     return render(request, "publishing/revision_detail.html", context)
 
 
+@checks_own_form_text
 @require_http_methods(["GET", "POST"])
 def revision_edit(request: HttpRequest, public_id: str) -> HttpResponse:
-    """Edit creates the next revision; on a conflict the editor keeps their text and sees what changed."""
+    """Edit creates the next revision. On a conflict nothing is written: the editor keeps their text
+    and sees every field of the newer revision beside it; only the explicit overwrite writes over it."""
     require_role(request.user, Role.EDITOR, to="edit briefs")
     brief = access_brief(public_id, acting_user=request.user)
-    latest = get_latest_revision(brief)
-    conflict_diff: list[str] = []
-    if request.method == "POST":
-        form = RevisionForm(request.POST)
-        try:
-            with transaction.atomic(durable=True):
-                revision, created = check_create_revision(
-                    public_id,
-                    base_number=request.POST.get("base_number"),
-                    title=request.POST.get("title", ""),
-                    body=request.POST.get("body", ""),
-                    acting_user=request.user,
-                )
-        except RevisionConflict as exc:
-            form = RevisionForm({**request.POST.dict(), "base_number": exc.newer.number if exc.newer else 0})
-            form.add_error(None, exc.message)
-            if exc.newer is not None:
-                base = get_revision(brief, exc.base_number) if 0 < exc.base_number < exc.newer.number else None
-                conflict_diff = diff_payloads(
-                    base.payload if base else None,
-                    exc.newer.payload,
-                    old_label=f"revision {exc.base_number} (what you edited)",
-                    new_label=f"revision {exc.newer.number} (saved meanwhile by {exc.newer.author})",
-                )
-        except GalleyError as exc:
-            form.add_error(None, exc.message)
-        else:
-            if created:
-                messages.success(request, f"Revision {revision.number} saved.")
-            else:
-                messages.info(request, f"No changes: revision {revision.number} already holds this text.")
-            return redirect(revision)
-    else:
+    if request.method != "POST":
+        latest = get_latest_revision(brief)
         initial = {"base_number": 0, "title": brief.title, "body": ""}
         if latest is not None:
             initial = {"base_number": latest.number, "title": latest.title, "body": latest.body}
         form = RevisionForm(initial=initial)
-    return render(
-        request,
-        "publishing/revision_form.html",
-        {"brief": brief, "latest": latest, "form": form, "conflict_diff": conflict_diff},
-    )
+        return render(request, "publishing/revision_form.html", {"brief": brief, "latest": latest, "form": form})
+
+    # The overwrite button names the newest revision the editor has seen in full and chose to
+    # replace; any other submission is based on the revision the editor started from.
+    base_number = request.POST.get("overwrite_number") or request.POST.get("base_number")
+    form = RevisionForm(request.POST)
+    try:
+        check_form_text(request, form)
+        with transaction.atomic(durable=True):
+            revision, created = check_create_revision(
+                public_id,
+                base_number=base_number,
+                title=request.POST.get("title", ""),
+                body=request.POST.get("body", ""),
+                acting_user=request.user,
+            )
+    except RevisionConflict as exc:
+        return _render_conflict(request, brief, exc)
+    except GalleyError as exc:
+        form.add_error(None, exc.message)
+        context = {"brief": brief, "latest": get_latest_revision(brief), "form": form}
+        return render(request, "publishing/revision_form.html", context, status=400)
+    if created:
+        messages.success(request, f"Revision {revision.number} saved.")
+    else:
+        messages.info(request, f"No changes: revision {revision.number} already holds this text.")
+    return redirect(revision)
+
+
+def _render_conflict(request: HttpRequest, brief: Brief, conflict: RevisionConflict) -> HttpResponse:
+    """The edit form again, the editor's text kept and still based on the revision they started
+    from, with the newer revision's every field beside it and what changed since that base."""
+    newer = conflict.newer
+    form = RevisionForm({**request.POST.dict(), "base_number": conflict.base_number})
+    form.add_error(None, conflict.message)
+    if newer is None or conflict.base_number > newer.number:
+        # A base that does not exist is a damaged form, not someone else's edit.
+        return render(
+            request, "publishing/revision_form.html", {"brief": brief, "latest": newer, "form": form}, status=400
+        )
+    base = get_revision(brief, conflict.base_number) if conflict.base_number > 0 else None
+    # Every field of the payload, the form's first; one the form does not carry would be dropped by
+    # an overwrite, so it shows as missing from the editor's version.
+    names = ["title", "body", *sorted(set(newer.payload) - {"title", "body"})]
+    mine = {name: request.POST.get(name, "") for name in ("title", "body")}
+    fields = [
+        {
+            "label": name.replace("_", " ").capitalize(),
+            "theirs": str(newer.payload.get(name, "")),
+            "mine": mine.get(name, ""),
+            "differs": str(newer.payload.get(name, "")).strip() != mine.get(name, "").strip(),
+        }
+        for name in names
+    ]
+    context = {
+        "brief": brief,
+        "latest": newer,
+        "form": form,
+        "conflict": {"newer": newer, "fields": fields},
+        "conflict_diff": diff_payloads(
+            base.payload if base else None,
+            newer.payload,
+            old_label=f"revision {conflict.base_number} (what you edited)",
+            new_label=f"revision {newer.number} (saved meanwhile by {newer.author})",
+        ),
+    }
+    return render(request, "publishing/revision_form.html", context, status=409)

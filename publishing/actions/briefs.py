@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -11,6 +12,7 @@ from django.utils import timezone
 
 from publishing.actions.revisions import TITLE_MAX_CHARS
 from publishing.actions.summaries import do_start_summary_run
+from publishing.errors import GalleyError, InvalidInput
 from publishing.hashing import source_hash
 from publishing.identities import brief_public_id
 from publishing.models import Brief
@@ -22,29 +24,99 @@ from workers.audit import record_audit_event
 BRIEF_NUMBER_SEQUENCE = "publishing_brief_number_seq"
 
 
+class NewBriefFormReused(GalleyError):
+    """The new-brief form with this token already created `brief`, from other text; nothing was written."""
+
+    def __init__(self, brief: Brief) -> None:
+        super().__init__(
+            f"This form already created {brief.public_id} (“{brief.title}”), from other text. Nothing new was "
+            "saved: your text is kept below; send it again to create another brief with it."
+        )
+        self.brief = brief
+
+
 def check_create_brief(*, title: Any, source_material: Any, acting_user: AnyUser) -> Brief:
+    """Create a brief; every call creates one (the new-brief form goes through check_submit_new_brief_form)."""
     acting_user = require_role(acting_user, Role.EDITOR, to="create briefs")
-    return do_create_brief(
-        title=clean_text(title, field="Title", max_chars=TITLE_MAX_CHARS, required=True),
-        source_material=clean_text(
-            source_material, field="Source material", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=False
-        ),
-        acting_user=acting_user,
+    title, source_material = _clean_brief_text(title, source_material)
+    brief, _created = do_create_brief(title=title, source_material=source_material, acting_user=acting_user)
+    return brief
+
+
+def check_submit_new_brief_form(
+    form_token: Any, *, title: Any, source_material: Any, acting_user: AnyUser
+) -> tuple[Brief, bool]:
+    """Create the brief a new-brief form asks for, once per form: returns (brief, created).
+
+    `form_token` is the one-time token the form was rendered with. The same form sent again (a
+    double click, a retried request, five at once) returns the brief the first one created. An
+    empty token creates a brief every time: only a script leaves it out, and scripts have the JSON
+    API's Idempotency-Key. Raises InvalidInput (nothing written) for a token that is not one, and
+    NewBriefFormReused when the token already created a brief from other text.
+    """
+    acting_user = require_role(acting_user, Role.EDITOR, to="create briefs")
+    token = parse_form_token(form_token)
+    title, source_material = _clean_brief_text(title, source_material)
+    brief, created = do_create_brief(
+        title=title, source_material=source_material, acting_user=acting_user, form_token=token
+    )
+    if not created and (brief.title, brief.source_material) != (title, source_material):
+        raise NewBriefFormReused(brief)
+    return brief, created
+
+
+def parse_form_token(value: Any) -> UUID | None:
+    """The form's token as a UUID, None when it is empty; InvalidInput when it is anything else."""
+    if value is None or value == "":
+        return None
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise InvalidInput(
+            "This form's one-time token is damaged, so it could not be sent safely; send it again."
+        ) from None
+
+
+def _clean_brief_text(title: Any, source_material: Any) -> tuple[str, str]:
+    return (
+        clean_text(title, field="Title", max_chars=TITLE_MAX_CHARS, required=True),
+        clean_text(source_material, field="Source material", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=False),
     )
 
 
 @transaction.atomic(savepoint=False)
-def do_create_brief(*, title: str, source_material: str, acting_user: User) -> Brief:
+def do_create_brief(
+    *, title: str, source_material: str, acting_user: User, form_token: UUID | None = None
+) -> tuple[Brief, bool]:
+    """Create the brief, or, for a form token that already created one, return that brief: (brief, created).
+
+    Canonical-first: submissions of one form race on the token's unique index. The insert skips a
+    conflict (a loser waits there for the winner's commit), and every caller then reads the brief
+    that holds the token, so only the winner audits and starts a summary run.
+    """
+    if form_token is not None:
+        existing = Brief.objects.filter(form_token=form_token).first()
+        if existing is not None:
+            return existing, False
     with connection.cursor() as cursor:
         cursor.execute("SELECT nextval(%s)", [BRIEF_NUMBER_SEQUENCE])
         (number,) = cursor.fetchone()
-    brief = Brief.objects.create(
+    brief = Brief(
         public_id=brief_public_id(number),
         title=title,
         source_material=source_material,
         source_hash=source_hash(source_material),
         author=acting_user,
+        form_token=form_token,
     )
+    if form_token is None:
+        brief.save(force_insert=True)
+    else:
+        Brief.objects.bulk_create([brief], ignore_conflicts=True)  # INSERT … ON CONFLICT DO NOTHING
+        stored = Brief.objects.select_related("author").get(form_token=form_token)
+        if stored.public_id != brief.public_id:
+            return stored, False
+        brief = stored
     record_audit_event(
         acting_user=acting_user,
         event_type="brief.created",
@@ -53,7 +125,7 @@ def do_create_brief(*, title: str, source_material: str, acting_user: User) -> B
         new_state={"title": title, "status": brief.status},
     )
     do_start_summary_run(brief)
-    return brief
+    return brief, True
 
 
 def check_update_source_material(public_id: str, *, source_material: Any, acting_user: AnyUser) -> Brief:

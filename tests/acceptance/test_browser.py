@@ -91,11 +91,11 @@ def test_browser__edit_conflict__second_editor_keeps_text(browser, live_server, 
 
     expect(second.get_by_text("Revision 2 was saved while you were editing revision 1.")).to_be_visible()
     assert second.get_by_label("Body").input_value() == mine
-    expect(second.locator("input[name=base_number]")).to_have_value("2")
+    expect(second.locator("input[name=base_number]")).to_have_value("1")
     expect(second.locator("pre.diff")).to_contain_text("+Dockers returned at noon.")
     screenshot(second, "b1-conflict")
     assert not brief.revisions.filter(number=3).exists()
 
-    second.get_by_role("button", name="Save as a new revision").click()
+    second.get_by_role("button", name="Overwrite revision 2 with my version").click()
     expect(second.get_by_text("Revision 3 saved.")).to_be_visible()
     assert brief.revisions.get(number=3).body.splitlines() == mine.splitlines()

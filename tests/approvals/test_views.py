@@ -6,6 +6,7 @@ from html import escape
 
 import pytest
 from django.urls import reverse
+from pytest_django.asserts import assertContains
 
 from approvals.models import Approval
 from publishing.models import Brief
@@ -207,7 +208,6 @@ def test_decide__forged_hash__409_and_keeps_comment(client, approver, brief, rev
 @pytest.mark.parametrize(
     ("fields", "status", "message"),
     [
-        ({"revision_number": "9"}, 404, "has no revision 9."),
         ({"revision_number": "one"}, 400, "The revision number is missing or not a number; reload the page."),
         ({"payload_hash": ""}, 400, "The payload hash of the revision you reviewed is missing; reload the page."),
         ({"decision": "published"}, 400, "Unknown decision 'published'; choose approve or request changes."),
@@ -225,6 +225,74 @@ def test_decide__forged_fields__refused_with_message(client, approver, brief, re
 
     assert response.status_code == status
     assert escape(message) in response.content.decode()
+    assert db_counts() == before
+
+
+def test_decide__unknown_revision__404_with_message(client, approver, brief, revise):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    client.force_login(approver)
+    before = db_counts()
+
+    response = client.post(
+        decide_url(brief, 9), {"revision_number": "9", "payload_hash": revision.payload_hash, **APPROVE}
+    )
+
+    assertContains(response, f"{brief.public_id} has no revision 9.", status_code=404)
+    assert db_counts() == before
+
+
+# A decision form whose hidden fields are no revision number or hash, or another revision's, is the
+# sender's to fix: 400 with the reason, the comment kept. 409 stays for a revision that moved on.
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"payload_hash": "xyz"},
+            "The payload hash sent is not a payload hash (64 hexadecimal digits); reload the page.",
+        ),
+        (
+            {"payload_hash": "A" * 64},
+            "The payload hash sent is not a payload hash (64 hexadecimal digits); reload the page.",
+        ),
+        ({"payload_hash": "0" * 63 + "\x00"}, "Null characters are not allowed."),
+        ({"revision_number": "-1"}, "The revision number is not a revision's (they start at 1); reload the page."),
+        ({"revision_number": "0"}, "The revision number is not a revision's (they start at 1); reload the page."),
+        (
+            {"revision_number": "99999999999999999999"},
+            "The revision number is not a revision's (it is too large); reload the page.",
+        ),
+        ({"revision_number": "2"}, "This form is for revision 2 but was sent to revision 1's page; reload the page."),
+        ({"revision_number": ""}, "The revision number is missing or not a number; reload the page."),
+        ({"comment": "Fine\x00"}, "Comment contains a NUL character, which cannot be stored."),
+        ({"comment": "x" * 10_001}, "Comment is 10,001 characters long; the limit is 10,000."),
+    ],
+)
+def test_decide__malformed_input__400_not_409_and_comment_kept(client, approver, brief, revise, fields, message):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    revise(brief, "Dockers returned at noon.")  # revision 2 exists: a forged number could name it
+    client.force_login(approver)
+    before = db_counts()
+    data = {"revision_number": "1", "payload_hash": revision.payload_hash, **APPROVE, "comment": "Keep <me>"}
+
+    response = client.post(decide_url(brief, 1), {**data, **fields})
+
+    assert response.status_code == 400, response.content.decode()[:500]
+    assert escape(message) in response.content.decode()
+    if "comment" not in fields:
+        assert escape("Keep <me>") in response.content.decode()
+    assert db_counts() == before
+
+
+def test_decide__comment_not_utf8__400_with_message_and_nothing_saved(client, approver, brief, revise):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    client.force_login(approver)
+    before = db_counts()
+    body = f"revision_number=1&payload_hash={revision.payload_hash}&decision=approved&comment=Caf%E9".encode()
+
+    response = client.post(decide_url(brief, 1), body, content_type="application/x-www-form-urlencoded")
+
+    assert response.status_code == 400
+    assert "Comment: the text sent is not valid UTF-8" in response.content.decode()
     assert db_counts() == before
 
 

@@ -169,7 +169,8 @@ def test_revision_edit_conflict__stale_base__refused_and_nothing_written(brief, 
     assert conflict.value.base_number == 1
     assert conflict.value.message == (
         "Revision 2 was saved while you were editing revision 1. "
-        "Nothing was saved: your text is kept below; review what changed and save again."
+        "Nothing was saved: your text is kept below; review what changed, then overwrite it with "
+        "your version or start again from the newer revision."
     )
     assert counts() == before
     assert not Revision.objects.filter(author=bea).exists()

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import uuid
 from html import escape
+from urllib.parse import urlencode
 
+import httpx
 import pytest
 from django.db import connection
+from django.http import HttpResponse
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -13,10 +18,12 @@ from pytest_django.asserts import assertContains, assertInHTML, assertNotContain
 
 from approvals.actions import check_decide_revision
 from approvals.models import Approval
-from publishing.actions.briefs import check_create_brief
+from publishing.actions.briefs import check_create_brief, check_submit_new_brief_form
 from publishing.models import Brief, Revision
 from publishing.roles import Role
-from tests.web import TO_LOGIN, Outcome, assert_outcome, client_for, db_counts, form_values, refused
+from tests.concurrency import run_together
+from tests.web import TO_LOGIN, Outcome, assert_outcome, client_for, db_counts, form_buttons, form_values, refused
+from workers.models import AuditEvent, Operation
 
 pytestmark = pytest.mark.django_db
 
@@ -154,8 +161,228 @@ def test_brief_new__blank_title__refused_with_message_and_text_kept(client, edit
 
     response = client.post("/briefs/new/", {"title": "   ", "source_material": "Keep <this> text."})
 
-    assertContains(response, "Title is required.")
+    assertContains(response, "Title is required.", status_code=400)
     assert form_values(response, containing="source_material")["source_material"] == "Keep <this> text."
+    assert db_counts() == before
+
+
+# --- Creating a brief is idempotent per rendered form ------------------------------------------------
+
+
+def _new_brief_form(client: Client) -> dict[str, str]:
+    return form_values(client.get("/briefs/new/"), containing="form_token")
+
+
+def test_new_brief__form_carries_a_one_time_token__each_render_a_new_one(client, editor):
+    client.force_login(editor)
+
+    first, second = _new_brief_form(client)["form_token"], _new_brief_form(client)["form_token"]
+
+    assert uuid.UUID(first) and uuid.UUID(second)
+    assert first != second
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nothing_lost__identical_create_brief_submissions_make_one_brief(live_server, editor):
+    """Five identical submissions of one new-brief form at the same moment, as real HTTP requests
+    against a live server (each served on its own thread and database connection): one brief, one
+    audit record, one summary run; every answer leads to that brief."""
+    session = Client()
+    session.force_login(editor)
+    cookies = {name: morsel.value for name, morsel in session.cookies.items()}
+    with httpx.Client(base_url=live_server.url, cookies=cookies, timeout=30) as browser:
+        page = browser.get("/briefs/new/")
+        form = form_values(HttpResponse(page.content), containing="title")
+        cookies = dict(browser.cookies)
+    data = {**form, "title": "Ferry timetable", "source_material": "Winter schedule."}
+    barrier = threading.Barrier(5)
+    answers: list[httpx.Response | Exception] = []
+
+    def submit() -> None:
+        with httpx.Client(base_url=live_server.url, cookies=cookies, timeout=30) as tab:
+            barrier.wait(timeout=10)
+            try:
+                answers.append(tab.post("/briefs/new/", data=data))
+            except httpx.HTTPError as exc:
+                answers.append(exc)
+
+    threads = [threading.Thread(target=submit) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert Brief.objects.filter(title="Ferry timetable").count() == 1
+    brief = Brief.objects.get(title="Ferry timetable")
+    assert [getattr(answer, "status_code", answer) for answer in answers] == [302] * 5
+    assert {answer.headers["location"] for answer in answers} == {brief.get_absolute_url()}
+    assert AuditEvent.objects.filter(event_type="brief.created").count() == 1
+    assert brief.summary_runs.count() == 1
+    assert brief.form_token == uuid.UUID(form["form_token"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nothing_lost__racing_submissions_of_one_form_in_the_action__one_brief_the_rest_read_it(editor):
+    token = str(uuid.uuid4())
+
+    outcomes = run_together(
+        *[
+            lambda: check_submit_new_brief_form(
+                token, title="Ferry timetable", source_material="Winter schedule.", acting_user=editor
+            )
+        ]
+        * 5
+    )
+
+    assert [kind for kind, _result in outcomes] == ["ok"] * 5, outcomes
+    briefs = {result[0].public_id for _kind, result in outcomes}
+    assert len(briefs) == 1
+    assert sorted(result[1] for _kind, result in outcomes) == [False] * 4 + [True]
+    assert Brief.objects.count() == 1
+    assert AuditEvent.objects.filter(event_type="brief.created").count() == 1
+    assert Operation.objects.count() == 1  # the one summary run's first step
+
+
+def test_new_brief__form_sent_again__leads_to_the_brief_it_created_and_writes_nothing(client, editor):
+    client.force_login(editor)
+    data = {**_new_brief_form(client), "title": "Ferry timetable", "source_material": "Winter."}
+    first = client.post("/briefs/new/", data)
+    before = db_counts()
+
+    again = client.post("/briefs/new/", data)
+
+    assert again["Location"] == first["Location"]
+    assert db_counts() == before
+    assertContains(client.get(again["Location"]), "was already created from this form; nothing new was saved.")
+
+
+def test_new_brief__used_form_sent_with_other_text__409_text_kept_and_a_new_token(client, editor):
+    client.force_login(editor)
+    form = _new_brief_form(client)
+    client.post("/briefs/new/", {**form, "title": "Ferry timetable", "source_material": "Winter."})
+    brief = Brief.objects.get()
+    before = db_counts()
+
+    response = client.post("/briefs/new/", {**form, "title": "Ferry fares", "source_material": "Up <10%>."})
+
+    assertContains(response, f"This form already created {brief.public_id} (“Ferry timetable”)", status_code=409)
+    kept = form_values(response, containing="form_token")
+    assert (kept["title"], kept["source_material"]) == ("Ferry fares", "Up <10%>.")
+    assert kept["form_token"] != form["form_token"]
+    assert db_counts() == before
+
+    response = client.post("/briefs/new/", kept)
+
+    assert response.status_code == 302
+    assert Brief.objects.filter(title="Ferry fares").count() == 1
+
+
+def test_new_brief__refused_form__keeps_its_unused_token_so_resending_is_still_one_brief(client, editor):
+    client.force_login(editor)
+    form = _new_brief_form(client)
+
+    refused = client.post("/briefs/new/", {**form, "title": "", "source_material": "Winter."})
+
+    assert refused.status_code == 400
+    assert form_values(refused, containing="form_token")["form_token"] == form["form_token"]
+
+
+def test_new_brief__damaged_token__400_with_message_text_kept_and_a_new_token(client, editor):
+    client.force_login(editor)
+    before = db_counts()
+
+    response = client.post("/briefs/new/", {"form_token": "not-a-token", "title": "Ferry", "source_material": "W."})
+
+    assertContains(response, "This form&#x27;s one-time token is damaged", status_code=400)
+    kept = form_values(response, containing="form_token")
+    assert kept["title"] == "Ferry"
+    assert uuid.UUID(kept["form_token"])
+    assert db_counts() == before
+
+
+# --- Text that is not UTF-8 is refused, never saved as "�" ---------------------------------------------
+
+
+def _multipart(fields: dict[str, bytes]) -> bytes:
+    return (
+        b"".join(
+            b'--B\r\nContent-Disposition: form-data; name="' + name.encode() + b'"\r\n\r\n' + value + b"\r\n"
+            for name, value in fields.items()
+        )
+        + b"--B--\r\n"
+    )
+
+
+@pytest.mark.parametrize("encoding", ["urlencoded", "multipart"])
+def test_nothing_lost__new_brief_title_not_utf8__400_names_the_field_and_keeps_the_text(client, editor, encoding):
+    client.force_login(editor)
+    before = db_counts()
+    fields = {"title": b"Caf\xe9 strike", "source_material": b"Dockers <walked> out."}
+    if encoding == "urlencoded":
+        body, content_type = urlencode(fields).encode(), "application/x-www-form-urlencoded"
+    else:
+        body, content_type = _multipart(fields), "multipart/form-data; boundary=B"
+
+    response = client.post("/briefs/new/", body, content_type=content_type)
+
+    assertContains(response, "Title: the text sent is not valid UTF-8", status_code=400)
+    kept = form_values(response, containing="source_material")
+    assert kept["source_material"] == "Dockers <walked> out."
+    assert kept["title"] == "Caf\ufffd strike"  # where the bad byte was, for the editor to fix
+    assert db_counts() == before
+    assert not Brief.objects.exists()
+
+
+def test_nothing_lost__edit_body_not_utf8__400_and_nothing_saved(client, editor, brief, revise):
+    revise(brief, "Dockers walked out at dawn.")
+    client.force_login(editor)
+    before = db_counts()
+
+    response = client.post(
+        reverse("publishing:revision_edit", args=[brief.public_id]),
+        b"base_number=1&title=Harbour+strike&body=Docker%ED%A0%80s",  # a lone surrogate, UTF-8 style
+        content_type="application/x-www-form-urlencoded",
+    )
+
+    assertContains(response, "Body: the text sent is not valid UTF-8", status_code=400)
+    assert form_values(response, containing="body")["title"] == "Harbour strike"
+    assert db_counts() == before
+
+
+def test_nothing_lost__source_material_not_utf8__400_and_nothing_saved(client, editor, brief):
+    client.force_login(editor)
+    before = db_counts()
+
+    response = client.post(
+        reverse("publishing:source_edit", args=[brief.public_id]),
+        b"source_material=Caf%E9",
+        content_type="application/x-www-form-urlencoded",
+    )
+
+    assertContains(response, "Source material: the text sent is not valid UTF-8", status_code=400)
+    assert db_counts() == before
+    brief.refresh_from_db()
+    assert brief.source_material == "Dockers walked out at dawn."
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"title": "Harbour\x00strike"}, "Title contains a NUL character, which cannot be stored."),
+        ({"source_material": "dawn\x00"}, "Source material contains a NUL character, which cannot be stored."),
+        ({"title": "x" * 201}, "Title is 201 characters long; the limit is 200."),
+    ],
+)
+def test_new_brief__unstorable_or_oversized_field__400_with_message_and_text_kept(client, editor, fields, message):
+    client.force_login(editor)
+    before = db_counts()
+    data = {**_new_brief_form(client), "title": "Harbour strike", "source_material": "Keep me.", **fields}
+
+    response = client.post("/briefs/new/", data)
+
+    assertContains(response, message, status_code=400)
+    kept = form_values(response, containing="source_material")
+    assert kept["form_token"] == data["form_token"]
     assert db_counts() == before
 
 
@@ -178,11 +405,12 @@ def test_edit__conflict__keeps_editors_text_shows_newer_revision_and_writes_noth
 
     response = second.post(url, {**second_form, **mine})
 
-    assert response.status_code == 200
+    assert response.status_code == 409
     assertContains(
         response,
         "Revision 2 was saved while you were editing revision 1. Nothing was saved: your text is kept "
-        "below; review what changed and save again.",
+        "below; review what changed, then overwrite it with your version or start again from the newer revision.",
+        status_code=409,
     )
     content = response.content.decode()
     assert escape(mine["title"]) in content
@@ -191,18 +419,75 @@ def test_edit__conflict__keeps_editors_text_shows_newer_revision_and_writes_noth
     assert '<span class="add">+Dockers returned at noon.</span>' in content
     assert '<span class="del">-Dockers walked out at dawn.</span>' in content
     assert escape("+++ revision 2 (saved meanwhile by eddie)") in content
-    assertInHTML('<input type="hidden" name="base_number" value="2" id="id_base_number">', content)
+    # The form stays based on what the editor edited; only the explicit overwrite names revision 2.
+    assertInHTML('<input type="hidden" name="base_number" value="1" id="id_base_number">', content)
+    assert form_buttons(response, containing="base_number") == [("overwrite_number", "2")]
     resubmit = form_values(response, containing="base_number")
-    assert resubmit == {**resubmit, "base_number": "2", **mine}
+    assert resubmit == {**resubmit, "base_number": "1", **mine}
     assert db_counts() == before
     assert not brief.revisions.filter(number=3).exists()
 
-    response = second.post(url, resubmit)
+    response = second.post(url, {**resubmit, "overwrite_number": "2"})
 
     assert response["Location"] == f"/briefs/{brief.public_id}/revisions/3/"
     revision = brief.revisions.get(number=3)
     assert revision.payload == mine
     assert revision.author.username == "edna"
+
+
+def test_nothing_lost__edit_conflict__saving_the_conflict_form_again_keeps_the_other_tabs_title(editor, brief, revise):
+    """Two tabs edit revision 1; one renames the brief. The other's conflict page shows every field of
+    the newer revision beside the editor's text, and sending that form again writes nothing: only
+    the explicit overwrite does."""
+    revise(brief, "Dockers walked out at dawn.")
+    url = reverse("publishing:revision_edit", args=[brief.public_id])
+    tab_a, tab_b = client_for(editor), client_for(editor)
+    form_a = form_values(tab_a.get(url), containing="base_number")
+    form_b = form_values(tab_b.get(url), containing="base_number")
+    assert tab_a.post(url, {**form_a, "title": "Harbour strike ends"}).status_code == 302
+    conflict = tab_b.post(url, {**form_b, "body": "Dockers walked out at dawn; ships wait offshore."})
+    assert conflict.status_code == 409
+    fields = conflict.content.decode().split('id="conflict-fields"')[1].split("</table>")[0]
+    title_row = fields.split('data-field="title"')[1].split("</tr>")[0]
+    body_row = fields.split('data-field="body"')[1].split("</tr>")[0]
+    assert "Harbour strike ends" in title_row and "Harbour strike<" in title_row.replace("</div>", "<")
+    assert "differs" in title_row
+    assert "Dockers walked out at dawn.<" in body_row and "ships wait offshore." in body_row
+    before = db_counts()
+
+    again = tab_b.post(url, form_values(conflict, containing="base_number"))
+
+    assert again.status_code == 409
+    assert db_counts() == before
+    assert brief.revisions.order_by("-number").first().title == "Harbour strike ends"
+
+    overwrite = tab_b.post(url, {**form_values(again, containing="base_number"), "overwrite_number": "2"})
+
+    assert overwrite["Location"] == f"/briefs/{brief.public_id}/revisions/3/"
+    assert brief.revisions.get(number=3).payload == {
+        "title": "Harbour strike",
+        "body": "Dockers walked out at dawn; ships wait offshore.",
+    }
+
+
+def test_edit__overwrite_of_a_revision_no_longer_newest__conflict_again(editor, make_user, brief, revise):
+    revise(brief, "Dockers walked out at dawn.")
+    url = reverse("publishing:revision_edit", args=[brief.public_id])
+    mine = client_for(editor)
+    form = form_values(mine.get(url), containing="base_number")
+    edna = make_user("edna", Role.EDITOR)
+    revise(brief, "Theirs, revision 2.", by=edna)
+    conflict = mine.post(url, {**form, "body": "Mine."})
+    assert form_buttons(conflict, containing="base_number") == [("overwrite_number", "2")]
+    revise(brief, "Theirs, revision 3.", by=edna)
+    before = db_counts()
+
+    response = mine.post(url, {**form_values(conflict, containing="base_number"), "overwrite_number": "2"})
+
+    assertContains(response, "Revision 3 was saved while you were editing revision 2.", status_code=409)
+    assert form_buttons(response, containing="base_number") == [("overwrite_number", "3")]
+    assert form_values(response, containing="body")["body"] == "Mine."
+    assert db_counts() == before
 
 
 def test_edit__same_submission_twice__second_writes_nothing(client, editor, brief, revise):
@@ -237,7 +522,7 @@ def test_edit__forged_base_number__refused_with_message(client, editor, brief, r
         {"base_number": base_number, "title": "Harbour strike", "body": "Forged."},
     )
 
-    assertContains(response, message)
+    assertContains(response, message, status_code=400)
     assert form_values(response, containing="body")["body"] == "Forged."
     assert db_counts() == before
 

@@ -1,0 +1,62 @@
+"""Probes for load balancers and process supervisors: /healthz (the process answers) and /readyz (it can work).
+
+Both answer without a session or sign-in, over plain HTTP too (settings exempt them from the HTTPS
+redirect), in plain text. /healthz never touches the database: a web process whose database is down
+is alive, and restarting it would not help. /readyz asks the database one question per call: are the
+migrations this code needs applied? It answers 503 while the database cannot be reached or lags
+behind the code (a deploy that has not migrated yet), so the balancer sends no traffic there.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+
+from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError, ProgrammingError, connection
+from django.db.migrations.loader import MigrationLoader
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+logger = logging.getLogger(__name__)
+
+
+@cache
+def _latest_migrations() -> frozenset[tuple[str, str]]:
+    """The leaf migration of every app, from the code on disk (read once per process)."""
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    return frozenset(loader.graph.leaf_nodes())
+
+
+def _plain(status: int, text: str) -> HttpResponse:
+    return HttpResponse(f"{text}\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+@require_GET
+@never_cache
+@login_not_required
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Liveness: 200 as long as the process serves requests."""
+    return _plain(200, "ok")
+
+
+@require_GET
+@never_cache
+@login_not_required
+def readyz(request: HttpRequest) -> HttpResponse:
+    """Readiness: 200 when the database answers and holds every migration of this code, else 503 saying which."""
+    expected = _latest_migrations()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT app, name FROM django_migrations")
+            applied = set(cursor.fetchall())
+    except ProgrammingError:  # no django_migrations table: a database never migrated
+        applied = set()
+    except DatabaseError as exc:
+        logger.warning("readyz: database unreachable: %s", exc)
+        return _plain(503, "database unreachable")
+    missing = sorted(expected - applied)
+    if missing:
+        return _plain(503, "migrations not applied: " + ", ".join(f"{app}.{name}" for app, name in missing))
+    return _plain(200, "ready")

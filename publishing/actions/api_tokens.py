@@ -1,0 +1,47 @@
+"""API tokens: made for a user (the secret shown once), stored as the sha256 of the secret."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from publishing.models import ApiToken
+from workers.audit import record_audit_event
+
+TOKEN_PREFIX = "galley_"  # noqa: S105  (a public marker that tells a Galley token apart, not a secret)
+
+
+def hash_token(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@transaction.atomic(savepoint=False)
+def do_create_api_token(user: User, *, name: str, acting_user: User | None) -> tuple[ApiToken, str]:
+    """A new token for `user`: returns the row and the secret, which is stored nowhere (only its hash)."""
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name, token_hash=hash_token(secret), prefix=secret[: len(TOKEN_PREFIX) + 6]
+    )
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="api_token.created",
+        subject_type="user",
+        subject_id=user.get_username(),
+        new_state={"token": token.prefix, "name": name},
+    )
+    return token, secret
+
+
+def get_token_user(secret: str) -> User | None:
+    """The active user a live token belongs to, or None (unknown, revoked, or user inactive)."""
+    if not secret.startswith(TOKEN_PREFIX):
+        return None
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(token_hash=hash_token(secret), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+    return token.user if token is not None else None

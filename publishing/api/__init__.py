@@ -1,0 +1,6 @@
+"""The JSON API's routers for briefs, revisions, publication state and operators (PRODUCT.md §7.3).
+
+Assembled with approvals' decisions router in galley/api.py and served under /api/v1/. Each view
+is a thin adapter: parse, call one action (inside `transaction.atomic(durable=True)`, with the
+Idempotency-Key held, for a POST) or selector, render.
+"""

@@ -1,0 +1,292 @@
+"""Briefs, their revisions and their publication state."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from django.contrib.auth.models import User
+from django.db.models import OuterRef, Q, Subquery
+from django.http import HttpRequest, HttpResponse
+from ninja import Field, Path, Query, Router, Schema
+
+from publishing.actions.briefs import check_create_brief
+from publishing.actions.revisions import TITLE_MAX_CHARS, check_create_revision
+from publishing.api.common import (
+    MAX_DB_INT,
+    NO_NUL,
+    PROBLEMS,
+    TEXT,
+    WRITE_PROBLEMS,
+    decode_cursor,
+    encode_cursor,
+    idempotency_key_header,
+    idempotent_post,
+)
+from publishing.errors import PermissionRefused
+from publishing.models import Brief, BriefStatus, Publication, Revision
+from publishing.roles import can_view
+from publishing.selectors import (
+    BRIEF_LIST_ORDER,
+    access_brief,
+    get_latest_revision,
+    get_publication_state,
+    get_revision,
+    list_revisions,
+)
+
+router = Router(tags=["briefs"])
+
+# Path parameters as the database can hold them: any other value is a 400 that says so, never a
+# query PostgreSQL refuses (a NUL character, a number beyond its integer).
+BriefId = Annotated[str, Path(pattern=r"^[^\x00]{1,100}$", description="e.g. brief-042")]
+RevisionNumber = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
+
+MAX_PAGE = 100
+
+
+class BriefIn(Schema):
+    title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT)
+    source_material: str = Field("", pattern=NO_NUL, description="Up to GALLEY_MAX_BODY_CHARS characters.")
+
+
+class BriefOut(Schema):
+    id: str
+    title: str
+    status: BriefStatus
+    author: str
+    latest_revision: int | None
+    published_revision: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class BriefDetailOut(BriefOut):
+    source_material: str
+    source_hash: str
+
+
+class BriefPage(Schema):
+    items: list[BriefOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class BriefFilters(Schema):
+    status: BriefStatus | None = None
+    q: str | None = Field(None, description="Part of the title, or a brief id.", max_length=200, pattern=NO_NUL)
+    cursor: str | None = Field(None, max_length=200)
+    limit: int = Field(20, ge=1, le=MAX_PAGE)
+
+
+class RevisionIn(Schema):
+    base_revision: int = Field(ge=0, le=MAX_DB_INT, description="The revision your text starts from (0 for the first).")
+    title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT)
+    body: str = Field(min_length=1, pattern=TEXT, description="Up to GALLEY_MAX_BODY_CHARS characters.")
+
+
+class RevisionOut(Schema):
+    brief_id: str
+    number: int
+    title: str
+    body: str
+    payload: dict[str, Any]
+    payload_hash: str
+    author: str
+    created_at: datetime
+
+
+class OperationSummary(Schema):
+    id: int
+    key: str
+    kind: str
+    status: str
+    attempts: int
+    last_error: str
+
+
+class PublicationOut(Schema):
+    external_id: str
+    permalink: str
+    payload_hash: str
+    created_at: datetime
+    verified_at: datetime | None
+
+
+class RevisionPublicationOut(Schema):
+    revision: int
+    payload_hash: str
+    state: str = Field(description="none | publishing | published | failed | superseded | cancelled")
+    label: str
+    publication: PublicationOut | None
+    operations: list[OperationSummary]
+
+
+class PublicationStateOut(Schema):
+    brief_id: str
+    status: BriefStatus
+    published_revision: int | None
+    published: PublicationOut | None
+    latest: RevisionPublicationOut | None
+
+
+def brief_out(brief: Brief, *, latest_revision: int | None, detail: bool = False) -> BriefOut:
+    out = BriefOut(
+        id=brief.public_id,
+        title=brief.title,
+        status=BriefStatus(brief.status),
+        author=brief.author.get_username(),
+        latest_revision=latest_revision,
+        published_revision=brief.published_revision_number,
+        created_at=brief.created_at,
+        updated_at=brief.updated_at,
+    )
+    if detail:
+        return BriefDetailOut(**out.model_dump(), source_material=brief.source_material, source_hash=brief.source_hash)
+    return out
+
+
+def revision_out(revision: Revision, *, public_id: str) -> RevisionOut:
+    return RevisionOut(
+        brief_id=public_id,
+        number=revision.number,
+        title=str(revision.payload.get("title", "")),
+        body=str(revision.payload.get("body", "")),
+        payload=revision.payload,
+        payload_hash=revision.payload_hash,
+        author=revision.author.get_username(),
+        created_at=revision.created_at,
+    )
+
+
+def publication_out(publication: Publication | None) -> PublicationOut | None:
+    if publication is None:
+        return None
+    return PublicationOut(
+        external_id=publication.external_id,
+        permalink=publication.permalink,
+        payload_hash=publication.payload_hash,
+        created_at=publication.created_at,
+        verified_at=publication.verified_at,
+    )
+
+
+def _user(request: HttpRequest) -> User:
+    return request.auth  # type: ignore[attr-defined]
+
+
+@router.post("/briefs", response={201: BriefDetailOut, **WRITE_PROBLEMS}, summary="Create a brief")
+def create_brief(request: HttpRequest, data: BriefIn, idempotency_key: str = idempotency_key_header()) -> HttpResponse:
+    """Create a brief (Editors); its summary run starts. 201 with the brief."""
+
+    def write(user: User) -> tuple[int, BriefOut]:
+        brief = check_create_brief(title=data.title, source_material=data.source_material, acting_user=user)
+        return 201, brief_out(brief, latest_revision=None, detail=True)
+
+    return idempotent_post(request, idempotency_key, write)
+
+
+@router.get("/briefs", response={200: BriefPage, **PROBLEMS}, summary="List briefs")
+def list_briefs_page(request: HttpRequest, filters: Query[BriefFilters]) -> BriefPage:
+    """Briefs newest first, filtered by status and by a title fragment or brief id, one page per
+    cursor: a page never repeats or skips a brief, even while new ones are created."""
+    if not can_view(_user(request)):
+        raise PermissionRefused("You need the Editors, Approvers or Operators role to see briefs.")
+    # The web UI's list (publishing.selectors.list_briefs) pages by offset; a cursor is a keyset
+    # condition on the same order, which the same indexes (migration 0009) serve.
+    briefs = Brief.objects.select_related("author").order_by(*BRIEF_LIST_ORDER)
+    if filters.status:
+        briefs = briefs.filter(status=filters.status)
+    if filters.q:
+        briefs = briefs.filter(Q(title__icontains=filters.q) | Q(public_id=filters.q.strip().lower()))
+    if filters.cursor:
+        created_at, row_id = decode_cursor(filters.cursor)
+        briefs = briefs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=row_id))
+    latest = Revision.objects.filter(brief=OuterRef("pk")).order_by("-number").values("number")[:1]
+    rows = list(briefs.annotate(latest_revision_number=Subquery(latest))[: filters.limit + 1])
+    page, more = rows[: filters.limit], len(rows) > filters.limit
+    return BriefPage(
+        items=[brief_out(brief, latest_revision=brief.latest_revision_number) for brief in page],
+        next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
+    )
+
+
+@router.get("/briefs/{brief_id}", response={200: BriefDetailOut, **PROBLEMS}, summary="Get a brief")
+def get_brief(request: HttpRequest, brief_id: BriefId) -> BriefOut:
+    brief = access_brief(brief_id, acting_user=_user(request))
+    latest = get_latest_revision(brief)
+    return brief_out(brief, latest_revision=latest.number if latest else None, detail=True)
+
+
+@router.get("/briefs/{brief_id}/revisions", response={200: list[RevisionOut], **PROBLEMS}, summary="List revisions")
+def list_brief_revisions(request: HttpRequest, brief_id: BriefId) -> list[RevisionOut]:
+    """Every revision of the brief, newest first."""
+    brief = access_brief(brief_id, acting_user=_user(request))
+    return [revision_out(revision, public_id=brief.public_id) for revision in list_revisions(brief)]
+
+
+@router.post(
+    "/briefs/{brief_id}/revisions",
+    response={201: RevisionOut, 200: RevisionOut, **WRITE_PROBLEMS},
+    summary="Write a revision",
+)
+def create_revision(
+    request: HttpRequest, brief_id: BriefId, data: RevisionIn, idempotency_key: str = idempotency_key_header()
+) -> HttpResponse:
+    """Write the next revision (Editors), if `base_revision` is still the latest: otherwise 409,
+    naming the newer revision (`current_revision`), and nothing is written. The same text as the
+    latest revision writes nothing and answers 200 with it."""
+
+    def write(user: User) -> tuple[int, RevisionOut]:
+        revision, created = check_create_revision(
+            brief_id, base_number=data.base_revision, title=data.title, body=data.body, acting_user=user
+        )
+        return (201 if created else 200), revision_out(revision, public_id=revision.brief.public_id)
+
+    return idempotent_post(request, idempotency_key, write)
+
+
+@router.get("/briefs/{brief_id}/revisions/{number}", response={200: RevisionOut, **PROBLEMS}, summary="Get a revision")
+def get_brief_revision(request: HttpRequest, brief_id: BriefId, number: RevisionNumber) -> RevisionOut:
+    brief = access_brief(brief_id, acting_user=_user(request))
+    return revision_out(get_revision(brief, number), public_id=brief.public_id)
+
+
+@router.get(
+    "/briefs/{brief_id}/publication", response={200: PublicationStateOut, **PROBLEMS}, summary="Publication state"
+)
+def get_brief_publication(request: HttpRequest, brief_id: BriefId) -> PublicationStateOut:
+    """Which revision is published (verified at the target) and where the latest revision stands."""
+    brief = access_brief(brief_id, acting_user=_user(request))
+    latest = get_latest_revision(brief)
+    published = None
+    if brief.published_revision_number is not None:
+        published = Publication.objects.filter(brief=brief, revision__number=brief.published_revision_number).first()
+    latest_out = None
+    if latest is not None:
+        state = get_publication_state(latest)
+        latest_out = RevisionPublicationOut(
+            revision=latest.number,
+            payload_hash=latest.payload_hash,
+            state=state.state,
+            label=state.label,
+            publication=publication_out(state.publication),
+            operations=[operation_summary(operation) for operation in state.operations],
+        )
+    return PublicationStateOut(
+        brief_id=brief.public_id,
+        status=BriefStatus(brief.status),
+        published_revision=brief.published_revision_number,
+        published=publication_out(published),
+        latest=latest_out,
+    )
+
+
+def operation_summary(operation: Any) -> OperationSummary:
+    return OperationSummary(
+        id=operation.id,
+        key=operation.key,
+        kind=operation.kind,
+        status=operation.status,
+        attempts=operation.attempts,
+        last_error=operation.last_error_message,
+    )
