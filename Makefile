@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
+BENCH_INSTALLED := $(VENV)/.installed-bench
 
 .PHONY: run serve test bench chaos lint install browser wordpress clean
 
@@ -23,9 +24,12 @@ serve: $(INSTALLED)
 test: $(INSTALLED) browser wordpress
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The benchmarks (tests/benchmarks, which `make test` skips), on their own throwaway PostgreSQL.
-bench: $(INSTALLED)
-	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s -q
+# The benchmarks (python -m tests.benchmarks; not part of `make test`): Galley's figures beside peers
+# measured in the same run (django-q2, Procrastinate, a psycopg loop) on their own embedded PostgreSQL,
+# about 12 minutes on a quiet 2-core machine. Sizes are BENCH_* variables (printed at the start), e.g.
+# `make bench BENCH_ROUNDS=5` or `BENCH_ONLY=throughput,pages make bench`. Needs the bench extra (Procrastinate).
+bench: $(BENCH_INSTALLED)
+	$(PY) -m tests.benchmarks
 
 # The chaos test (tests/chaos.py) at full size: about 200 briefs for a few minutes, on its own PostgreSQL
 # (which it restarts), with SIGKILLed workers and a faulty target; prints its figures, exits 1 on a broken
@@ -47,6 +51,10 @@ $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+$(BENCH_INSTALLED): $(INSTALLED)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $@
 
 # The web UI is tested in Debian's Chromium, driven by Playwright (which never downloads a browser).

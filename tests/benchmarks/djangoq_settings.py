@@ -1,0 +1,12 @@
+"""Settings for peer (c): Galley's settings (its database and persistent connections, its Q_CLUSTER: ORM
+broker, 4 workers, poll 0.2 s) without Galley's own apps, so that `manage.py qcluster` is django-q2 alone:
+no Galley code runs in its processes (Galley's workers app starts its drain service in each of them)."""
+
+from galley.settings import *  # noqa: F403
+from galley.settings import INSTALLED_APPS, MIDDLEWARE
+
+GALLEY_APPS = ("workers", "publishing", "approvals")
+INSTALLED_APPS = [app for app in INSTALLED_APPS if app not in GALLEY_APPS]
+MIDDLEWARE = [name for name in MIDDLEWARE if not name.startswith(GALLEY_APPS)]
+ROOT_URLCONF = __name__  # no URLs: Galley's would import its apps
+urlpatterns: list[object] = []

@@ -1,0 +1,506 @@
+"""(a)-(d): Galley's throughput through the production path beside its peers, interleaved round by round
+on the same PostgreSQL, and what each unit of work costs in CPU and transactions.
+
+Each round runs, in this order: Galley through `qcluster` (target +0 ms), django-q2 no-op tasks, Galley
+through `qcluster` (target +50 ms), Procrastinate no-op jobs, Galley through 4 `run_worker` processes
+(target +0 ms), the psycopg ceiling.
+
+Every system gets the same treatment:
+- its backlog is committed first (Galley: approvals through check_decide_revision, each in its own
+  transaction as the decision view does, ringing its doorbell; the peers: their own enqueue);
+- the bench holds an EXCLUSIVE lock on the table the workers claim from (the starting gate), starts the
+  workers, waits until every one has started (Django loaded, connections open, startup checks done), then
+  releases the gate: no start-up is measured, and no load generator runs while the workers do;
+- the window: Galley from its first claim to its last verification (Attempt.started_at, Publication.
+  verified_at); django-q2 from the gate to its empty queue (polled every 20 ms); Procrastinate from its
+  first "started" to its last "succeeded" event; the ceiling from its first claim to its last completion;
+- CPU is read from /proc every 0.1 s (worker process trees; every PostgreSQL process but the bench's own
+  connection; the target separately) and taken over the window;
+- transactions: pg_stat_database.xact_commit of the system's database from before its workers start to
+  after they stopped, less the bench's own, per unit: it includes the workers' start-up and idle polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+
+from tests.benchmarks import bulk
+from tests.benchmarks.noop import noop
+from tests.benchmarks.support import (
+    CEILING,
+    MAIN,
+    PROCRASTINATE,
+    Bench,
+    BenchError,
+    CpuMeter,
+    Goal,
+    Measured,
+    Monitor,
+    Row,
+    check_alive,
+    galley_env,
+    halt,
+    phase,
+    start_qcluster,
+    start_run_workers,
+    tail,
+    wait_for_lines,
+    wait_for_qcluster,
+)
+from tests.processes import process_env, start
+
+SETTLE_SECONDS = 0.5  # after every worker said it started, before the gate opens
+RING_AFTER_SECONDS = 3.0
+APPROVING_THREADS = 4
+
+
+# --- Galley -----------------------------------------------------------------------------------------
+
+
+def commit_backlog(bench: Bench, *, count: int, label: str) -> tuple[int, int]:
+    """`count` briefs with one revision each (bulk), then every revision approved through the real action,
+    each in its own durable transaction, on APPROVING_THREADS threads. Returns the briefs' id range."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection, transaction
+
+    from approvals.actions import check_decide_revision
+    from approvals.models import Approval
+    from publishing.models import Revision
+
+    with bench.postgres.connect(MAIN) as conn:
+        conn.execute("DELETE FROM django_q_ormq")  # tasks earlier rounds left (a sweep cut short, doorbells)
+        first, last = bulk.insert_briefs(
+            conn, count=count, author_id=bench.editor_id, approver_id=bench.approver_id, mixed=False, label=label
+        )
+    approver = get_user_model().objects.get(id=bench.approver_id)
+    revisions = list(
+        Revision.objects.filter(brief__id__range=(first, last)).values_list("brief__public_id", "payload_hash")
+    )
+    errors: list[BaseException] = []
+
+    def approve(share: list[tuple[str, str]]) -> None:
+        try:
+            for public_id, payload_hash in share:
+                with transaction.atomic(durable=True):
+                    check_decide_revision(
+                        public_id,
+                        revision_number=1,
+                        payload_hash=payload_hash,
+                        decision=Approval.Decision.APPROVED,
+                        acting_user=approver,
+                    )
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=approve, args=(revisions[i::APPROVING_THREADS],)) for i in range(APPROVING_THREADS)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    connection.close()  # no connection of the bench's stays open into the window
+    if errors:
+        raise errors[0]
+    return first, last
+
+
+def galley_round(bench: Bench, *, runner: str, latency_ms: int, backlog: int, label: str) -> Measured:
+    """Verified publications of a committed backlog through `qcluster` or `run_worker` processes."""
+    from django.db import connection
+    from django.db.models import Max, Min
+
+    from publishing.models import Publication
+    from workers.models import Attempt, Operation
+
+    target = bench.targets[latency_ms]
+    committing = time.monotonic()
+    first, last = commit_backlog(bench, count=backlog, label=label)
+    print(f"        {backlog} approvals committed in {time.monotonic() - committing:.1f} s", flush=True)
+    if runner == "qcluster":
+        # Production runs the sweep schedule all the time (one django-q2 worker sweeps 55 s of every minute).
+        bench.postgres.execute("UPDATE django_q_schedule SET next_run = now() WHERE name = 'galley-sweep'", MAIN)
+    transactions_before = bench.postgres.xact_commits(MAIN)
+    monitor = Monitor(bench.postgres, MAIN)
+    monitor.close_gate("workers_operation")
+    env = galley_env(bench.url(MAIN), target, GALLEY_Q_WORKERS=str(bench.sizes.workers))
+    if runner == "qcluster":
+        children = [start_qcluster(env, bench.logs / f"{label}.log")]
+    else:
+        children = start_run_workers(env, bench.logs, count=bench.sizes.workers, name=label)
+    groups = {
+        "workers": [process.pid for process, _ in children],
+        "postgres": [bench.postgres.postmaster_pid()],
+        "target": [target.process.pid],
+    }
+    try:
+        with CpuMeter(groups, exclude={monitor.pid}) as meter:
+            if runner == "qcluster":
+                wait_for_qcluster(children[0], workers=bench.sizes.workers)
+            else:
+                wait_for_lines(children, "publishing target:")
+            time.sleep(SETTLE_SECONDS)
+            monitor.open_gate()
+            rang = runner == "qcluster" and ring_if_idle(monitor, first, last)
+            monitor.wait_for(
+                "SELECT count(*) FROM publishing_publication"
+                " WHERE brief_id BETWEEN %s AND %s AND verified_at IS NOT NULL",
+                [first, last],
+                until=lambda done: done >= backlog,
+                timeout=60 + backlog / 5,
+                what=f"{label}: {backlog} verified publications",
+                every=0.1,
+                check=check_alive(children),
+            )
+    finally:
+        for process, _ in children:
+            halt(process, grace=2.0)
+        monitor.close()
+    time.sleep(0.5)  # the workers' backends have exited and flushed their statistics
+    transactions = bench.postgres.xact_commits(MAIN) - transactions_before - monitor.transactions
+
+    operations = Operation.objects.filter(subject_type="brief", subject_id__in=_public_ids(first, last))
+    if operations.exclude(status="succeeded").exists() or operations.count() != 2 * backlog:
+        raise BenchError(f"{label}: not every publish and verify operation succeeded")
+    attempts = Attempt.objects.filter(operation__in=operations)
+    started = attempts.aggregate(at=Min("started_at"))["at"].timestamp()
+    verified = Publication.objects.filter(brief__id__range=(first, last)).aggregate(at=Max("verified_at"))["at"]
+    ended = verified.timestamp()
+    retries = attempts.count() - 2 * backlog
+    connection.close()
+    return Measured(
+        units=backlog,
+        seconds=ended - started,
+        cpu_workers=meter.seconds("workers", started, ended),
+        cpu_postgres=meter.seconds("postgres", started, ended),
+        cpu_target=meter.seconds("target", started, ended),
+        transactions=(transactions - rang) / backlog,
+        extra={"retries": retries, "rang": int(rang)},
+    )
+
+
+def ring_if_idle(monitor: Monitor, first: int, last: int) -> bool:
+    """If no claim follows the gate within RING_AFTER_SECONDS, enqueue one drain task through django-q2, as
+    the sweep schedule does at its next tick (up to a minute later): a cluster started after its backlog was
+    committed may wait for that tick. Returns whether it rang (reported beside the figure)."""
+    from django.db import connection
+    from django_q.tasks import async_task
+
+    deadline = time.monotonic() + RING_AFTER_SECONDS
+    while time.monotonic() < deadline:
+        claimed = monitor.value(
+            "SELECT EXISTS (SELECT 1 FROM workers_operation o JOIN publishing_brief b ON o.subject_id = b.public_id "
+            "WHERE b.id BETWEEN %s AND %s AND o.subject_type = 'brief' AND o.status <> 'pending')",
+            [first, last],
+        )
+        if claimed:
+            return False
+        time.sleep(0.05)
+    async_task("workers.tasks.drain_operations", task_name="galley-drain", save=False)
+    connection.close()
+    return True
+
+
+def _public_ids(first: int, last: int) -> list[str]:
+    from publishing.models import Brief
+
+    return list(Brief.objects.filter(id__range=(first, last)).values_list("public_id", flat=True))
+
+
+# --- the peers --------------------------------------------------------------------------------------
+
+
+def djangoq_round(bench: Bench, *, jobs: int) -> Measured:
+    """(c) django-q2 no-op tasks (save=False, as Galley's drain tasks) through `manage.py qcluster` with
+    Galley's settings but not Galley's apps (djangoq_settings.py), its schedules held off."""
+    from django.db import connection, transaction
+    from django_q.tasks import async_task
+
+    bench.postgres.execute("DELETE FROM django_q_ormq", MAIN)
+    bench.postgres.execute("UPDATE django_q_schedule SET next_run = now() + interval '1 day'", MAIN)
+    with transaction.atomic(durable=True):
+        for _ in range(jobs):
+            async_task(noop, save=False)
+    connection.close()
+    transactions_before = bench.postgres.xact_commits(MAIN)
+    monitor = Monitor(bench.postgres, MAIN)
+    monitor.close_gate("django_q_ormq")
+    env = galley_env(
+        bench.url(MAIN),
+        GALLEY_Q_WORKERS=str(bench.sizes.workers),
+        DJANGO_SETTINGS_MODULE="tests.benchmarks.djangoq_settings",
+    )
+    cluster = start_qcluster(env, bench.logs / "djangoq.log")
+    groups = {"workers": [cluster[0].pid], "postgres": [bench.postgres.postmaster_pid()]}
+    try:
+        with CpuMeter(groups, exclude={monitor.pid}) as meter:
+            wait_for_qcluster(cluster, workers=bench.sizes.workers)
+            time.sleep(SETTLE_SECONDS)
+            started = monitor.open_gate()
+            ended = monitor.wait_for(
+                "SELECT count(*) FROM django_q_ormq",
+                None,
+                until=lambda left: left == 0,
+                timeout=60 + jobs / 20,
+                what=f"django-q2: {jobs} no-op tasks",
+                every=0.02,
+                check=check_alive([cluster]),
+            )
+    finally:
+        halt(cluster[0], grace=2.0)
+        monitor.close()
+    time.sleep(0.5)
+    transactions = bench.postgres.xact_commits(MAIN) - transactions_before - monitor.transactions
+    return Measured(
+        units=jobs,
+        seconds=ended - started,
+        cpu_workers=meter.seconds("workers", started, ended),
+        cpu_postgres=meter.seconds("postgres", started, ended),
+        transactions=transactions / jobs,
+    )
+
+
+def procrastinate_round(bench: Bench, *, jobs: int) -> Measured:
+    """(d) Procrastinate no-op jobs (an async task), 4 worker processes of concurrency 1."""
+    from tests.benchmarks.procrastinate_app import app
+    from tests.benchmarks.procrastinate_app import noop as procrastinate_noop
+
+    dsn = bench.url(PROCRASTINATE)  # the app reads it from BENCH_PROCRASTINATE_DSN, set by the runner
+
+    async def defer() -> list[int]:
+        async with app.open_async():
+            return await procrastinate_noop.batch_defer_async(*({} for _ in range(jobs)))
+
+    ids = asyncio.run(defer())
+    first, last = min(ids), max(ids)
+    transactions_before = bench.postgres.xact_commits(PROCRASTINATE)
+    monitor = Monitor(bench.postgres, PROCRASTINATE)
+    monitor.close_gate("procrastinate_jobs")
+    children = []
+    for number in range(bench.sizes.workers):
+        log = bench.logs / f"procrastinate-{number}.log"
+        env = process_env(BENCH_PROCRASTINATE_DSN=dsn, BENCH_WORKER_NAME=f"bench-{number}")
+        children.append((start(["-m", "tests.benchmarks.procrastinate_app"], env=env, log=log), log))
+    groups = {"workers": [process.pid for process, _ in children], "postgres": [bench.postgres.postmaster_pid()]}
+    try:
+        with CpuMeter(groups, exclude={monitor.pid}) as meter:
+            wait_for_lines(children, "booted")
+            time.sleep(1.0 + SETTLE_SECONDS)  # the worker opens its pool and registers after "booted"
+            monitor.open_gate()
+            monitor.wait_for(
+                "SELECT count(*) FROM procrastinate_jobs WHERE id BETWEEN %s AND %s AND status = 'succeeded'",
+                [first, last],
+                until=lambda done: done >= jobs,
+                timeout=60 + jobs / 20,
+                what=f"Procrastinate: {jobs} no-op jobs",
+                every=0.05,
+                check=check_alive(children),
+            )
+    finally:
+        for process, _ in children:
+            halt(process, grace=5.0)
+        monitor.close()
+    time.sleep(0.5)
+    transactions = bench.postgres.xact_commits(PROCRASTINATE) - transactions_before - monitor.transactions
+    with bench.postgres.connect(PROCRASTINATE) as conn:
+        started, ended = conn.execute(
+            """
+            SELECT extract(epoch FROM min(at) FILTER (WHERE type = 'started')),
+                   extract(epoch FROM max(at) FILTER (WHERE type = 'succeeded'))
+            FROM procrastinate_events WHERE job_id BETWEEN %s AND %s
+            """,
+            [first, last],
+        ).fetchone()  # type: ignore[misc]
+    started, ended = float(started), float(ended)
+    return Measured(
+        units=jobs,
+        seconds=ended - started,
+        cpu_workers=meter.seconds("workers", started, ended),
+        cpu_postgres=meter.seconds("postgres", started, ended),
+        transactions=transactions / jobs,
+    )
+
+
+def ceiling_round(bench: Bench, *, jobs: int, offset: int) -> Measured:
+    """(b) The ceiling: 4 processes of plain psycopg (tests/benchmarks/ceiling_worker.py)."""
+    with bench.postgres.connect(CEILING) as conn:
+        bulk.insert_pending_operations(conn, kind="bench-ceiling", count=jobs, first=offset)
+    transactions_before = bench.postgres.xact_commits(CEILING)
+    monitor = Monitor(bench.postgres, CEILING)
+    monitor.close_gate("workers_operation")
+    children = []
+    for number in range(bench.sizes.workers):
+        log = bench.logs / f"ceiling-{offset}-{number}.log"
+        argv = ["-m", "tests.benchmarks.ceiling_worker", bench.url(CEILING), f"ceiling-{number}"]
+        children.append((start(argv, env=process_env(), log=log), log))
+    groups = {"workers": [process.pid for process, _ in children], "postgres": [bench.postgres.postmaster_pid()]}
+    try:
+        with CpuMeter(groups, exclude={monitor.pid}) as meter:
+            wait_for_lines(children, "ready")
+            time.sleep(SETTLE_SECONDS)
+            monitor.open_gate()
+            for process, log in children:
+                if process.wait(timeout=60 + jobs / 50) != 0:
+                    raise BenchError(f"a ceiling worker failed\n{tail(log)}")
+    finally:
+        for process, _ in children:
+            halt(process)
+        monitor.close()
+    time.sleep(0.5)
+    transactions = bench.postgres.xact_commits(CEILING) - transactions_before - monitor.transactions
+    reports = [json.loads(log.read_text().splitlines()[-1]) for _, log in children]
+    done = sum(report["jobs"] for report in reports)
+    if done != jobs:
+        raise BenchError(f"the ceiling workers finished {done} of {jobs} jobs")
+    started = min(report["first"] for report in reports if report["first"])
+    ended = max(report["last"] for report in reports if report["last"])
+    return Measured(
+        units=jobs,
+        seconds=ended - started,
+        cpu_workers=meter.seconds("workers", started, ended),
+        cpu_postgres=meter.seconds("postgres", started, ended),
+        transactions=transactions / jobs,
+    )
+
+
+# --- the rounds and their rows ----------------------------------------------------------------------
+
+GALLEY_Q0, GALLEY_Q50, GALLEY_RW0 = "galley-qcluster-0ms", "galley-qcluster-50ms", "galley-run_worker-0ms"
+DJANGOQ, PROCRASTINATE_ROW, CEILING_ROW = "django-q2", "procrastinate", "ceiling"
+
+
+def run(bench: Bench) -> list[Row]:
+    sizes = bench.sizes
+    rounds: dict[str, list[Measured]] = {
+        name: [] for name in (GALLEY_Q0, DJANGOQ, GALLEY_Q50, PROCRASTINATE_ROW, GALLEY_RW0, CEILING_ROW)
+    }
+    steps: list[tuple[str, Callable[[int], Measured]]] = [
+        (
+            GALLEY_Q0,
+            lambda r: galley_round(bench, runner="qcluster", latency_ms=0, backlog=sizes.backlog, label=f"q0-r{r}"),
+        ),
+        (DJANGOQ, lambda r: djangoq_round(bench, jobs=sizes.noop_jobs)),
+        (
+            GALLEY_Q50,
+            lambda r: galley_round(bench, runner="qcluster", latency_ms=50, backlog=sizes.backlog, label=f"q50-r{r}"),
+        ),
+        (PROCRASTINATE_ROW, lambda r: procrastinate_round(bench, jobs=sizes.noop_jobs)),
+        (
+            GALLEY_RW0,
+            lambda r: galley_round(bench, runner="run_worker", latency_ms=0, backlog=sizes.backlog, label=f"rw0-r{r}"),
+        ),
+        (CEILING_ROW, lambda r: ceiling_round(bench, jobs=sizes.ceiling_jobs, offset=r * sizes.ceiling_jobs)),
+    ]
+    for number in range(sizes.rounds):
+        for name, step in steps:
+            with phase(f"round {number + 1}/{sizes.rounds}: {name}"):
+                measured = step(number)
+            rounds[name].append(measured)
+            print(
+                f"        {measured.units} in {measured.seconds:.2f} s = {measured.rate:,.1f}/s; CPU "
+                f"{measured.cpu_ms_per_unit:.2f} ms/unit "
+                f"(PostgreSQL {1000 * measured.cpu_postgres / measured.units:.2f}, "
+                f"target {1000 * measured.cpu_target / measured.units:.2f}); "
+                f"{measured.transactions:.1f} transactions/unit",
+                flush=True,
+            )
+    return rows(bench, rounds)
+
+
+def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
+    sizes = bench.sizes
+
+    def rates(name: str) -> list[float]:
+        return [m.rate for m in rounds[name]]
+
+    def paired(a: str, b: str, value: Callable[[Measured], float]) -> list[float]:
+        return [value(x) / value(y) for x, y in zip(rounds[a], rounds[b], strict=True)]
+
+    def cpu(name: str) -> list[float]:
+        return [m.cpu_ms_per_unit for m in rounds[name]]
+
+    retries = sum(m.extra.get("retries", 0) for name in (GALLEY_Q0, GALLEY_Q50, GALLEY_RW0) for m in rounds[name])
+    rang = sum(m.extra.get("rang", 0) for name in (GALLEY_Q0, GALLEY_Q50) for m in rounds[name])
+    section = (
+        f"throughput: backlog {sizes.backlog} approvals / {sizes.noop_jobs} no-op jobs / "
+        f"{sizes.ceiling_jobs} ceiling jobs per round, {sizes.workers} workers"
+    )
+    return [
+        Row(
+            "(a) Galley verified publications/s: qcluster, target +0 ms",
+            rates(GALLEY_Q0),
+            "/s",
+            section=section,
+            note=f"retried attempts over all Galley rounds: {retries}; qcluster rounds in which no claim followed "
+            f"the gate within {RING_AFTER_SECONDS:.0f} s, so the bench enqueued one drain task: {rang} of "
+            f"{2 * len(rounds[GALLEY_Q0])}",
+        ),
+        Row(
+            "(a) Galley verified publications/s: qcluster, target +50 ms",
+            rates(GALLEY_Q50),
+            "/s",
+            goal=Goal(100, at_most=False, unit="/s"),
+        ),
+        Row(f"(a) Galley verified publications/s: {sizes.workers} run_worker, target +0 ms", rates(GALLEY_RW0), "/s"),
+        Row(f"(b) psycopg claim + fenced complete, {sizes.workers} processes (ceiling)", rates(CEILING_ROW), "jobs/s"),
+        Row(f"(c) django-q2 no-op tasks, {sizes.workers} workers", rates(DJANGOQ), "tasks/s"),
+        Row(f"(d) Procrastinate no-op jobs, {sizes.workers} processes", rates(PROCRASTINATE_ROW), "jobs/s"),
+        Row(
+            "Galley qcluster +0 ms ÷ django-q2 no-op (per round)",
+            paired(GALLEY_Q0, DJANGOQ, lambda m: m.rate),
+            "x",
+            goal=Goal(1.0, at_most=False, unit="x"),
+        ),
+        Row(
+            "Galley qcluster +0 ms ÷ Procrastinate no-op (per round)",
+            paired(GALLEY_Q0, PROCRASTINATE_ROW, lambda m: m.rate),
+            "x",
+            goal=Goal(0.5, at_most=False, unit="x"),
+        ),
+        Row(
+            "Galley qcluster +0 ms ÷ psycopg ceiling (per round)",
+            paired(GALLEY_Q0, CEILING_ROW, lambda m: m.rate),
+            "x",
+            note="a publication is two operations (publish, verify); the ceiling's job is one",
+        ),
+        Row(
+            "Galley CPU per verified publication, qcluster +0 ms (workers + PostgreSQL)",
+            cpu(GALLEY_Q0),
+            "ms",
+            section="CPU per unit of work, from /proc over each window",
+        ),
+        Row("  of which PostgreSQL", [1000 * m.cpu_postgres / m.units for m in rounds[GALLEY_Q0]], "ms"),
+        Row(
+            "  the target's CPU per publication (not counted above)",
+            [1000 * m.cpu_target / m.units for m in rounds[GALLEY_Q0]],
+            "ms",
+        ),
+        Row(f"Galley CPU per verified publication, {sizes.workers} run_worker +0 ms", cpu(GALLEY_RW0), "ms"),
+        Row("psycopg ceiling CPU per job", cpu(CEILING_ROW), "ms"),
+        Row("django-q2 CPU per no-op task", cpu(DJANGOQ), "ms"),
+        Row("Procrastinate CPU per no-op job", cpu(PROCRASTINATE_ROW), "ms"),
+        Row(
+            "Galley CPU/publication ÷ Procrastinate CPU/job (per round)",
+            paired(GALLEY_Q0, PROCRASTINATE_ROW, lambda m: m.cpu_ms_per_unit),
+            "x",
+            goal=Goal(2.0, at_most=True, unit="x"),
+        ),
+        Row(
+            "transactions per verified publication, qcluster +0 ms",
+            [m.transactions for m in rounds[GALLEY_Q0]],
+            "",
+            section="transactions per unit: pg_stat_database.xact_commit over the workers' lifetime",
+        ),
+        Row(
+            "transactions per verified publication, run_worker +0 ms", [m.transactions for m in rounds[GALLEY_RW0]], ""
+        ),
+        Row("transactions per django-q2 no-op task", [m.transactions for m in rounds[DJANGOQ]], ""),
+        Row("transactions per Procrastinate no-op job", [m.transactions for m in rounds[PROCRASTINATE_ROW]], ""),
+        Row("transactions per ceiling job", [m.transactions for m in rounds[CEILING_ROW]], ""),
+    ]
