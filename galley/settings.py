@@ -72,7 +72,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.database_config(env.env_str("DATABASE_URL") or run_database_url())}
-# Persistent connections: a new connection per request costs 1.5-5 ms here (PRODUCT.md §6).
+# Persistent connections: a new connection per request costs 1.5-5 ms here (PRODUCT.md §6). The
+# health check runs where a request or a django-q2 task starts; a worker's handler threads keep their
+# connections unchecked (a check per operation was a round trip each) and reconnect after an error.
 DATABASES["default"]["CONN_MAX_AGE"] = env.env_int("CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -182,7 +184,6 @@ GALLEY_OPERATION_DEADLINE_SECONDS = env.env_int("GALLEY_OPERATION_DEADLINE_SECON
 GALLEY_BACKOFF_BASE_SECONDS = env.env_float("GALLEY_BACKOFF_BASE_SECONDS", 1.0)
 GALLEY_BACKOFF_MAX_SECONDS = env.env_float("GALLEY_BACKOFF_MAX_SECONDS", 300.0)
 GALLEY_WORKER_CONCURRENCY = env.env_int("GALLEY_WORKER_CONCURRENCY", 8)
-GALLEY_CLAIM_BATCH = env.env_int("GALLEY_CLAIM_BATCH", 8)
 GALLEY_DRAIN_SECONDS = env.env_float("GALLEY_DRAIN_SECONDS", 45.0)
 GALLEY_DRAIN_IDLE_WAIT_SECONDS = env.env_float("GALLEY_DRAIN_IDLE_WAIT_SECONDS", 2.0)
 GALLEY_SWEEP_SECONDS = env.env_float("GALLEY_SWEEP_SECONDS", 3.0)

@@ -109,13 +109,16 @@ class Link:
 
 @dataclass(frozen=True)
 class TcpConnection:
-    """One line of `ss -tin` in a host: state, unacknowledged bytes, data segments sent."""
+    """One line of `ss -tin` in a host: state, bytes received but not yet read, unacknowledged bytes,
+    data segments sent and received."""
 
     state: str
     local: str
     peer: str
+    recv_queue: int
     send_queue: int
     data_segments_out: int
+    data_segments_in: int = 0
 
 
 @dataclass
@@ -160,10 +163,13 @@ class Host:
         # A line per socket, then (indented) its details, which a socket in TIME-WAIT does not have.
         for line in self.run("ss", "-tinH", "dst", peer).splitlines():
             if not line[:1].isspace():
-                state, _recv_q, send_q, local, remote, *_ = line.split()
-                connections.append(TcpConnection(state, local, remote, int(send_q), 0))
-            elif connections and (match := re.search(r"\bdata_segs_out:(\d+)", line)):
-                connections[-1] = dataclasses.replace(connections[-1], data_segments_out=int(match.group(1)))
+                state, recv_q, send_q, local, remote, *_ = line.split()
+                connections.append(TcpConnection(state, local, remote, int(recv_q), int(send_q), 0))
+            elif connections:
+                counts = {name: int(count) for name, count in re.findall(r"\bdata_segs_(in|out):(\d+)", line)}
+                connections[-1] = dataclasses.replace(
+                    connections[-1], data_segments_out=counts.get("out", 0), data_segments_in=counts.get("in", 0)
+                )
         return connections
 
     def pids(self) -> list[int]:

@@ -17,7 +17,9 @@ Every failure is a TargetError subclass chosen by what the caller must do next (
     └── TargetInvalidResponse                 a body or status the protocol does not allow
 
 A TargetClient holds only an httpx.Client, which may be shared between threads; it keeps no
-other state, so one client per process (or per task, closed afterwards) are both fine. The
+other state, so one client per process (or per task, closed afterwards) are both fine. Its
+connections are kept alive between calls (a target that allows it is not connected to three times
+per publication); a client dropped without close() closes them when it is collected. The
 client never retries: retry policy belongs to the worker that owns the operation.
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
+import weakref
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from types import TracebackType
@@ -182,6 +185,7 @@ class TargetClient:
             follow_redirects=False,
             headers={"User-Agent": "galley-target-client/1", "Accept": "application/json"},
         )
+        weakref.finalize(self, self._http.close)
 
     # --- lifecycle -------------------------------------------------------------------------
 

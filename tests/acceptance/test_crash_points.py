@@ -46,6 +46,7 @@ from tests.processes import (
     wait_for_http,
     wait_until,
 )
+from workers.doorbell import ring_cluster
 from workers.models import Attempt, AuditEvent, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -398,7 +399,10 @@ def test_nothing_lost__crash_before_ack__redelivered_doorbell_publishes_nothing_
     revision = write_revision(editor)
     crashing = spawn("cluster-crashy", "qcluster", env=worker_env(target, crash_point="before_ack", **CLUSTER_SETTINGS))
     crashing.wait_for_output("running.")
-    approve(revision, approver)  # rings the doorbell: a django-q2 task in its ORM queue
+    approve(revision, approver)  # rings the doorbell: the worker process's drain service hears it (LISTEN)
+    # And a django-q2 doorbell task, as the sweep rings for work due: a task in its ORM queue, whose
+    # drain (it waits for the worker process's drain service) ends before the crash.
+    ring_cluster()
 
     crashing.wait_for_output("crash point before_ack reached")
     crashing.wait_for_output("reincarnated worker")  # django-q2 replaced the dead worker process

@@ -120,22 +120,37 @@ def start_worker(processes: Callable[..., Child], host: netns.Host, name: str, *
     return processes(name, lambda log: host.start(argv, env=env, log=log))
 
 
+# The worker's startup check sends two GETs (a lookup of a key that does not exist, then the status),
+# one data segment each, on a connection the client keeps alive and the publish may reuse.
+STARTUP_CHECK_SEGMENTS = 2
+
+
 def request_sent(host: netns.Host, peer: str) -> bool:
-    """Whether a process on `host` has written a whole request to `peer` and the peer acknowledged it.
+    """Whether a process on `host` has written a whole publish request to `peer`, after its startup
+    check, and the peer acknowledged all of it.
 
     httpx writes a POST's headers and body separately on a TCP_NODELAY socket, so a whole request is
-    at least two data segments (a GET, such as the startup check's, is one); Send-Q 0 means acknowledged.
+    two data segments, on the startup check's connection or a new one: counted over the host's open
+    connections to `peer`. Send-Q 0 means acknowledged.
     """
-    return any(
-        conn.state == "ESTAB" and conn.send_queue == 0 and conn.data_segments_out >= 2
-        for conn in host.tcp_connections(peer)
+    connections = [conn for conn in host.tcp_connections(peer) if conn.state == "ESTAB"]
+    return sum(conn.data_segments_out for conn in connections) >= STARTUP_CHECK_SEGMENTS + 2 and all(
+        conn.send_queue == 0 for conn in connections
     )
 
 
-def call_open(host: netns.Host, peer: str) -> bool:
-    """Whether a process on `host` still has a connection to `peer` it has not closed (the target closes
-    its end once it has answered; the client closes its own once it has read the answer)."""
-    return any(conn.state in {"ESTAB", "CLOSE-WAIT"} for conn in host.tcp_connections(peer))
+def segments_received(host: netns.Host, peer: str) -> dict[str, int]:
+    """Data segments each of the host's open connections to `peer` has received, by local address."""
+    return {conn.local: conn.data_segments_in for conn in host.tcp_connections(peer) if conn.state == "ESTAB"}
+
+
+def answer_read(host: netns.Host, peer: str, before: dict[str, int]) -> bool:
+    """Whether a process on `host` has received data from `peer` since `before` (segments_received) and
+    read all of it. The connection stays open: client and target keep it alive for the next call."""
+    return any(
+        conn.state == "ESTAB" and conn.recv_queue == 0 and conn.data_segments_in > before.get(conn.local, 0)
+        for conn in host.tcp_connections(peer)
+    )
 
 
 def test_fencing__partitioned_worker_host_writes_nothing_after_heal(
@@ -162,13 +177,20 @@ def test_fencing__partitioned_worker_host_writes_nothing_after_heal(
     wait_until(lambda: request_sent(host_a, target_peer), timeout=60, what="worker A's request sent")
     db_link = host_a.links["db"]
     db_link.cut()
+    # The target answers only after LATENCY_MS: whatever A's connections received so far (the startup
+    # check's answer, on the connection the publish may reuse) came before.
+    received_before_answer = segments_received(host_a, target_peer)
     try:
         wait_until(
             lambda: [row["operation_key"] for row in target.applications()] == [key],
             timeout=60,
             what="the target's application of A's request",
         )
-        wait_until(lambda: not call_open(host_a, target_peer), timeout=60, what="the answer to A's call")
+        wait_until(
+            lambda: answer_read(host_a, target_peer, received_before_answer),
+            timeout=60,
+            what="the answer to A's call",
+        )
         a_attempt = Attempt.objects.get(operation__key=key)
         claimed = Operation.objects.get(key=key)
         # A had the target's answer only once it was cut off: nothing of it reached the database.

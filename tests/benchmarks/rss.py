@@ -3,7 +3,7 @@
 It runs last, until the operations are done or the run's BENCH_BUDGET_SECONDS is spent (at least 60 s):
 then its rows say how many operations it ran, and the goal (flat over 100k) is not judged.
 
-What is measured: one `manage.py run_worker` process (GALLEY_WORKER_CONCURRENCY 8, claim batch 8: Galley's
+What is measured: one `manage.py run_worker` process (GALLEY_WORKER_CONCURRENCY 8: Galley's
 defaults) on a database of its own, draining that many pending operations of a no-op kind (noop.py: the
 handler does nothing and returns Success(), so every operation goes through Galley's claim, attempt rows,
 thread pool, fenced completion and doorbell, but makes no network call). Its RSS (the process and any

@@ -397,7 +397,7 @@ def start_target(logs: Path, *, latency_ms: int) -> Target:
 
 def galley_env(database_url: str, target: Target | None = None, **overrides: str) -> dict[str, str]:
     """A Galley process's environment: Galley's own defaults (persistent connections, INFO logs,
-    GALLEY_WORKER_CONCURRENCY 8, claim batch 8), only the database, target and crash point stated."""
+    GALLEY_WORKER_CONCURRENCY 8), only the database, target and crash point stated."""
     settings = {"DATABASE_URL": database_url, "GALLEY_CRASH_POINT": "", "DEBUG": "false", "LOG_LEVEL": ""}
     if target is not None:
         settings.update(GALLEY_TARGET_URL=target.url, GALLEY_TARGET_TOKEN=target.token)

@@ -6,8 +6,10 @@ retries, replays or fails counts it, because "applied exactly once" is what Gall
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -422,6 +425,65 @@ def test_faults__rate_out_of_range__refused():
 
 def test_health(target):
     assert httpx.get(f"{target.url}/_health", timeout=5).json() == {"status": "ok"}
+
+
+# --- connections: kept alive, so a publication is not three TCP connects ------------------------
+
+
+def raw_exchange(sock: socket.socket, request: bytes) -> bytes:
+    """Send one HTTP request on `sock` and read its answer (headers and the Content-Length body)."""
+    sock.sendall(request)
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return answer
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = int(next(line.split(b":")[1] for line in lines if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_connections__a_publication_s_calls_share_one_connection(target):
+    body = httpx.Request("POST", "/", json=request_body()).content
+    post = (
+        f"POST /v1/publications HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Idempotency-Key: {key('brief-042', 1)}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection((target.host, target.port), timeout=5) as sock:
+        created = raw_exchange(sock, post)
+        assert created.startswith(b"HTTP/1.1 201") and b"Connection: close" not in created
+        receipt = json.loads(created.partition(b"\r\n\r\n")[2])
+        read_back = f"GET /v1/publications/{receipt['id']} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        assert raw_exchange(sock, read_back.encode()).startswith(b"HTTP/1.1 200")
+        page = f"GET {urlsplit(receipt['permalink']).path} HTTP/1.1\r\nHost: t\r\n\r\n"
+        assert raw_exchange(sock, page.encode()).startswith(b"HTTP/1.1 200")
+        assert raw_exchange(sock, post).startswith(b"HTTP/1.1 200")  # a replay, on the same connection
+    assert len(ledger(target)) == 1
+
+
+def test_connections__stop_ends_an_idle_kept_alive_connection(start_target):
+    target = start_target()
+    with socket.create_connection((target.host, target.port), timeout=5) as sock:
+        assert raw_exchange(sock, b"GET /_health HTTP/1.1\r\nHost: t\r\n\r\n").startswith(b"HTTP/1.1 200")
+        target.stop()
+        sock.settimeout(5)
+        assert sock.recv(1) == b""  # the target hung up: a stopped target serves nothing more
+
+
+def test_connections__an_answer_sent_before_the_body_was_read_closes_the_connection(target):
+    with socket.create_connection((target.host, target.port), timeout=5) as sock:
+        answer = raw_exchange(
+            sock,
+            b"POST /v1/publications HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        )
+        assert answer.startswith(b"HTTP/1.1 400") and b"Connection: close" in answer
+        # The unread body is never taken for a next request: the connection is closed.
+        assert sock.recv(1) == b""
 
 
 # --- the program as a real process ----------------------------------------------------------

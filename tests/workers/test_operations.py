@@ -473,7 +473,7 @@ def test_audit__resolving_a_conflict_is_recorded_once(operator):
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(GALLEY_WORKER_CONCURRENCY=6, GALLEY_CLAIM_BATCH=6)
+@override_settings(GALLEY_WORKER_CONCURRENCY=6)
 def test_drain__runs_several_handlers_at_once_and_finishes_every_operation(handlers):
     lock = threading.Lock()
     state = {"now": 0, "max": 0}

@@ -1,9 +1,11 @@
 """Claims and the fenced transitions of a claimed operation (invariant 8).
 
-A claim is one statement (`FOR UPDATE SKIP LOCKED` + `UPDATE … RETURNING`). Every write a
-worker makes after it goes through `fenced_update`, which names operation id, lease owner and
-fencing token (STYLE.md 7): zero rows updated means the lease was lost, and the worker raises
-LeaseLost and writes nothing else but its own attempt row (`record_lease_lost`).
+A claim is one statement (`FOR UPDATE SKIP LOCKED` + `UPDATE … RETURNING`, with the attempt row).
+Every write a worker makes after it names operation id, lease owner and fencing token (FENCE_SQL,
+`fenced_update`; STYLE.md 7): zero rows updated means the lease was lost, and the worker raises
+LeaseLost and writes nothing else but its own attempt row (`record_lease_lost`). The hot path is
+raw SQL in as few round trips as the invariants allow: the claim one statement, a success one
+statement after the domain's finalize, in one transaction with it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -34,99 +37,158 @@ def db_now_plus(seconds: float) -> ExpressionWrapper:
     return ExpressionWrapper(Now() + Value(datetime.timedelta(seconds=seconds)), output_field=DateTimeField())
 
 
-CLAIM_SQL = """
-WITH due AS (
-    SELECT o.id
-    FROM workers_operation o
-    WHERE ((o.status IN ('pending', 'retry_wait') AND o.next_attempt_at <= statement_timestamp())
-           OR (o.status = 'running' AND o.lease_expires_at < statement_timestamp()))
-      AND o.attempts - o.waits < o.max_attempts
-      AND o.deadline > statement_timestamp()
-      AND (%(kinds)s::text[] IS NULL OR o.kind = ANY(%(kinds)s::text[]))
-      AND NOT EXISTS (
-          SELECT 1
-          FROM workers_dependency d
-          JOIN workers_operation p ON p.id = d.prerequisite_id
-          WHERE d.operation_id = o.id
-            AND CASE d.requires
-                    WHEN 'success' THEN p.status <> 'succeeded'
-                    ELSE p.status IN ('pending', 'running', 'retry_wait')
-                END)
-    ORDER BY o.next_attempt_at, o.id
-    LIMIT %(limit)s
-    FOR UPDATE OF o SKIP LOCKED
-)
-UPDATE workers_operation o
-SET status = 'running',
-    lease_owner = %(owner)s,
-    lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
-    fencing_token = o.fencing_token + 1,
-    attempts = o.attempts + 1,
-    last_error_kind = CASE WHEN o.status = 'running' THEN 'lease_expired' ELSE o.last_error_kind END,
-    updated_at = statement_timestamp()
-FROM due
-WHERE o.id = due.id
-RETURNING o.id, o.key, o.kind, o.payload_hash, o.subject_type, o.subject_id, o.arguments,
-          o.attempts, o.fencing_token, o.deadline, o.last_error_kind
+# An operation a claim may take (invariant 7 and the bounds): attempts and deadline left, of the
+# asked kinds, every prerequisite met. Due is one of two cases, each matching one partial index
+# (so that a claim reads a few index entries in order, however long the queue): waiting and due,
+# or running with a lease expired (database clock).
+_CLAIMABLE_SQL = """
+    AND o.attempts - o.waits < o.max_attempts
+    AND o.deadline > statement_timestamp()
+    AND (%(kinds)s::text[] IS NULL OR o.kind = ANY(%(kinds)s::text[]))
+    AND NOT EXISTS (
+        SELECT 1
+        FROM workers_dependency d
+        JOIN workers_operation p ON p.id = d.prerequisite_id
+        WHERE d.operation_id = o.id
+          AND CASE d.requires
+                  WHEN 'success' THEN p.status <> 'succeeded'
+                  ELSE p.status IN ('pending', 'running', 'retry_wait')
+              END)
 """
+WAITING_DUE_SQL = (
+    "o.status IN ('pending', 'retry_wait') AND o.next_attempt_at <= statement_timestamp()" + _CLAIMABLE_SQL
+)
+LEASE_EXPIRED_SQL = "o.status = 'running' AND o.lease_expires_at < statement_timestamp()" + _CLAIMABLE_SQL
+
+# The claim, in one statement (invariant 8): lock due rows (SKIP LOCKED), take the lease with a new
+# fencing token, close the attempt a dead worker left open, and open this attempt. The attempt is
+# ambiguous when the previous one may have had its effect: it never recorded an outcome (its
+# worker died: an open attempt row, seen in the statement's snapshot, before `abandoned` closes it)
+# or it ended in a kind that may have reached the target. `more_due` says whether another operation
+# was claimable (one more row is locked to know it, free again when the statement ends), so that a
+# worker lets one more thread claim only when there is work for it.
+CLAIM_SQL = f"""
+WITH waiting AS (
+    SELECT o.id, o.next_attempt_at
+    FROM workers_operation o
+    WHERE {WAITING_DUE_SQL}
+    ORDER BY o.next_attempt_at, o.id
+    LIMIT %(limit)s + 1
+    FOR UPDATE OF o SKIP LOCKED
+),
+expired AS (
+    SELECT o.id, o.next_attempt_at
+    FROM workers_operation o
+    WHERE {LEASE_EXPIRED_SQL}
+    ORDER BY o.lease_expires_at, o.id
+    LIMIT %(limit)s + 1
+    FOR UPDATE OF o SKIP LOCKED
+),
+candidates AS (SELECT * FROM waiting UNION ALL SELECT * FROM expired),
+due AS (
+    SELECT id FROM candidates
+    ORDER BY next_attempt_at, id
+    LIMIT %(limit)s
+),
+claimed AS (
+    UPDATE workers_operation o
+    SET status = 'running',
+        lease_owner = %(owner)s,
+        lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
+        fencing_token = o.fencing_token + 1,
+        attempts = o.attempts + 1,
+        last_error_kind = CASE WHEN o.status = 'running' THEN 'lease_expired' ELSE o.last_error_kind END,
+        updated_at = statement_timestamp()
+    FROM due
+    WHERE o.id = due.id
+    RETURNING o.id, o.key, o.kind, o.payload_hash, o.subject_type, o.subject_id, o.arguments,
+              o.attempts, o.fencing_token, o.deadline, o.last_error_kind, o.next_attempt_at
+),
+abandoned AS (
+    UPDATE workers_attempt a
+    SET finished_at = statement_timestamp(),
+        error_kind = 'lease_expired',
+        error_message = 'the worker stopped before an outcome'
+    FROM claimed
+    WHERE a.operation_id = claimed.id AND a.finished_at IS NULL
+),
+opened AS (
+    INSERT INTO workers_attempt
+        (id, operation_id, number, worker_id, fencing_token, ambiguous, started_at,
+         outcome, error_kind, error_message, usage)
+    SELECT gen_random_uuid(), c.id, c.attempts, %(owner)s, c.fencing_token,
+           c.last_error_kind = ANY(%(ambiguous_kinds)s::text[])
+               OR EXISTS (SELECT 1 FROM workers_attempt a WHERE a.operation_id = c.id AND a.finished_at IS NULL),
+           statement_timestamp(), '', '', '', '{{}}'::jsonb
+    FROM claimed c
+    RETURNING id, operation_id, ambiguous
+)
+SELECT c.id, c.key, c.kind, c.payload_hash, c.subject_type, c.subject_id, c.arguments, c.attempts,
+       c.fencing_token, c.deadline, opened.id AS attempt_id, opened.ambiguous,
+       (SELECT count(*) FROM candidates) > %(limit)s AS more_due
+FROM claimed c
+JOIN opened ON opened.operation_id = c.id
+ORDER BY c.next_attempt_at, c.id
+"""  # noqa: S608 -- composed of this module's constants; every value is a parameter
 
 
-@transaction.atomic(durable=True)
+@dataclass(frozen=True)
+class Claims:
+    """What one claim statement took, and whether another operation was claimable at that moment."""
+
+    operations: list[ClaimedOperation]
+    more_due: bool
+
+
 def claim_operations(*, worker_id: str, limit: int, kinds: list[str] | None = None) -> list[ClaimedOperation]:
     """Claim up to `limit` due operations whose prerequisites are met, in one statement.
 
+    See claim_due; this returns the claimed operations only."""
+    return claim_due(worker_id=worker_id, limit=limit, kinds=kinds).operations
+
+
+def claim_due(*, worker_id: str, limit: int, kinds: list[str] | None = None) -> Claims:
+    """Claim up to `limit` due operations whose prerequisites are met, in one statement.
+
     FOR UPDATE SKIP LOCKED lets concurrent workers claim disjoint rows; a running operation
-    whose lease expired (database clock) is taken over. Each claim increments the fencing
-    token and the attempt count and opens an Attempt row, all in this short transaction.
+    whose lease expired (database clock) is taken over. Each claim increments the fencing token
+    and the attempt count and opens an Attempt row, all in that one statement, which commits on
+    its own (autocommit): a claim is never part of a caller's transaction but a test's.
     """
     with connection.cursor() as cursor:
         cursor.execute(
             CLAIM_SQL,
-            {"kinds": kinds, "limit": limit, "owner": worker_id, "lease": settings.GALLEY_LEASE_SECONDS},
+            {
+                "kinds": kinds,
+                "limit": limit,
+                "owner": worker_id,
+                "lease": settings.GALLEY_LEASE_SECONDS,
+                "ambiguous_kinds": sorted(AMBIGUOUS_KINDS),
+            },
         )
-        columns = [column.name for column in cursor.description]
-        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
     if not rows:
-        return []
-    ids = [row["id"] for row in rows]
-    abandoned = set(
-        Attempt.objects.filter(operation_id__in=ids, finished_at__isnull=True).values_list("operation_id", flat=True)
-    )
-    attempts = [
-        Attempt(
-            operation_id=row["id"],
-            number=row["attempts"],
+        return Claims([], more_due=False)
+    claimed = [
+        ClaimedOperation(
+            operation_id=row[0],
+            key=row[1],
+            kind=row[2],
+            payload_hash=row[3],
+            subject_type=row[4],
+            subject_id=row[5],
+            # Django loads jsonb as text and decodes it in the field; a raw cursor must too.
+            arguments=json.loads(row[6]) if isinstance(row[6], str) else row[6] or {},
+            attempt_number=row[7],
+            fencing_token=row[8],
+            deadline=row[9],
+            attempt_id=str(row[10]),
+            ambiguous=row[11],
             worker_id=worker_id,
-            fencing_token=row["fencing_token"],
-            ambiguous=row["id"] in abandoned or row["last_error_kind"] in AMBIGUOUS_KINDS,
         )
         for row in rows
     ]
-    claimed = [
-        ClaimedOperation(
-            operation_id=row["id"],
-            key=row["key"],
-            kind=row["kind"],
-            payload_hash=row["payload_hash"],
-            subject_type=row["subject_type"],
-            subject_id=row["subject_id"],
-            # Django loads jsonb as text and decodes it in the field; a raw cursor must too.
-            arguments=json.loads(row["arguments"]) if isinstance(row["arguments"], str) else row["arguments"] or {},
-            attempt_id=str(attempt.id),
-            attempt_number=row["attempts"],
-            fencing_token=row["fencing_token"],
-            worker_id=worker_id,
-            deadline=row["deadline"],
-            ambiguous=attempt.ambiguous,
-        )
-        for row, attempt in zip(rows, attempts, strict=True)
-    ]
-    # An abandoned attempt (its worker died) is closed here, so that only the new one is open.
-    Attempt.objects.filter(operation_id__in=abandoned, finished_at__isnull=True).update(
-        finished_at=Now(), error_kind="lease_expired", error_message="the worker stopped before an outcome"
-    )
-    Attempt.objects.bulk_create(attempts)
-    return claimed
+    return Claims(claimed, more_due=rows[0][12])
 
 
 def _fenced(claimed: ClaimedOperation) -> QuerySet[Operation]:
@@ -146,9 +208,49 @@ def fenced_update(claimed: ClaimedOperation, **fields: Any) -> None:
         raise LeaseLost(claimed.key)
 
 
+# The fence of every write after the claim (STYLE.md 7): id, lease owner, fencing token, running.
+FENCE_SQL = "id = %(id)s AND lease_owner = %(owner)s AND fencing_token = %(token)s AND status = 'running'"
+
+RENEW_SQL = f"""
+UPDATE workers_operation
+SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s), updated_at = statement_timestamp()
+WHERE {FENCE_SQL}
+"""  # noqa: S608 -- composed of this module's constants
+
+HOLDS_LEASE_SQL = f"SELECT EXISTS (SELECT 1 FROM workers_operation WHERE {FENCE_SQL})"  # noqa: S608 -- constants
+
+# A success in one statement: the fenced update (which locks the operation row, last in the
+# finalize's lock order), this attempt's row only if the fence held, and whether dependents wait.
+SUCCEED_SQL = f"""
+WITH finished AS (
+    UPDATE workers_operation
+    SET status = 'succeeded', lease_owner = '', lease_expires_at = NULL, result = %(result)s::jsonb,
+        finished_at = statement_timestamp(), updated_at = statement_timestamp(),
+        last_error_kind = '', last_error_message = '', needs_operator = false
+    WHERE {FENCE_SQL}
+    RETURNING id
+),
+closed AS (
+    UPDATE workers_attempt
+    SET usage = %(usage)s::jsonb, finished_at = statement_timestamp(), outcome = 'succeeded',
+        error_kind = '', error_message = '', http_status = NULL, duration_ms = %(duration_ms)s
+    WHERE id = %(attempt_id)s AND EXISTS (SELECT 1 FROM finished)
+)
+SELECT EXISTS (SELECT 1 FROM finished),
+       EXISTS (SELECT 1 FROM workers_dependency d JOIN finished ON d.prerequisite_id = finished.id)
+"""  # noqa: S608 -- composed of this module's constants
+
+
+def _fence_params(claimed: ClaimedOperation) -> dict[str, Any]:
+    return {"id": claimed.operation_id, "owner": claimed.worker_id, "token": claimed.fencing_token}
+
+
 def renew_lease(claimed: ClaimedOperation) -> None:
     """Extend the lease before a step that could outlive it; raises LeaseLost if it is gone."""
-    fenced_update(claimed, lease_expires_at=db_now_plus(settings.GALLEY_LEASE_SECONDS))
+    with connection.cursor() as cursor:
+        cursor.execute(RENEW_SQL, {**_fence_params(claimed), "lease": settings.GALLEY_LEASE_SECONDS})
+        if cursor.rowcount == 0:
+            raise LeaseLost(claimed.key)
 
 
 def _end_attempt(
@@ -184,24 +286,29 @@ def complete_operation(claimed: ClaimedOperation, success: Success, *, started: 
     the fenced update, which rolls the finalize back. Raises LeaseLost.
     """
     with transaction.atomic(durable=True):
-        if not _fenced(claimed).exists():
-            raise LeaseLost(claimed.key)
+        with connection.cursor() as cursor:
+            cursor.execute(HOLDS_LEASE_SQL, _fence_params(claimed))
+            if not cursor.fetchone()[0]:
+                raise LeaseLost(claimed.key)
         if success.finalize is not None:
             success.finalize()
-        _end_attempt(
-            claimed,
-            status=S.SUCCEEDED,
-            outcome=Attempt.Outcome.SUCCEEDED,
-            started=started,
-            usage=success.usage,
-            result=success.result,
-            finished_at=Now(),
-            last_error_kind="",
-            last_error_message="",
-            needs_operator=False,
-        )
-        # Dependents may be claimable now.
-        ring_doorbell()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                SUCCEED_SQL,
+                {
+                    **_fence_params(claimed),
+                    "result": json.dumps(success.result),
+                    "usage": json.dumps(success.usage),
+                    "attempt_id": claimed.attempt_id,
+                    "duration_ms": int((time.monotonic() - started) * 1000),
+                },
+            )
+            succeeded, has_dependents = cursor.fetchone()
+        if not succeeded:
+            raise LeaseLost(claimed.key)
+        if has_dependents:
+            # They may be claimable now (a ring the finalize already made covers them).
+            ring_doorbell()
 
 
 def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, started: float) -> Decision:
@@ -254,8 +361,9 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
                 old_state={"status": S.RUNNING},
                 new_state={"status": S.CONFLICT, "detail": message, "target_state": failure.target_state},
             )
-        if decision.disposition == Disposition.RETRY:
-            ring_doorbell()
+        # A retry is due later (a waiting worker reads when); an operation that ended for good may
+        # release dependents that only needed it finished.
+        ring_doorbell()
     return decision
 
 

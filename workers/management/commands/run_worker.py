@@ -1,36 +1,35 @@
 from __future__ import annotations
 
 import signal
-import time
+from collections import Counter
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
 
-from workers.actions.housekeeping import reconcile_expired_leases
-from workers.runner import (
-    DATABASE_UNAVAILABLE,
-    default_worker_id,
-    drain,
-    drop_broken_connections,
-    reconnect_delay,
-    run_startup_checks,
-    seconds_until_due,
-)
+from workers.doorbell import Listener
+from workers.runner import Wakeup, default_worker_id, reconnect_delay, run_startup_checks, serve
 
 
 class Command(BaseCommand):
     help = (
-        "Run a Galley worker without django-q2: reconcile expired leases and drain due operations "
-        "in a loop (the same code a django-q2 doorbell task runs). SIGTERM stops it after the current drain. "
-        "A database restart or failover is ridden out: the worker reconnects with backoff."
+        "Run a Galley worker without django-q2: drain due operations whenever the doorbell rings "
+        "(PostgreSQL LISTEN) or work falls due, and reconcile expired leases every few seconds (the "
+        "same code each django-q2 worker process runs). SIGTERM stops it once the attempts in flight "
+        "have ended. A database restart or failover is ridden out: the worker reconnects with backoff."
     )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--until-idle", action="store_true", help="Exit when no operation is due or waiting.")
         parser.add_argument("--kind", action="append", dest="kinds", help="Only these operation kinds.")
         parser.add_argument("--worker-id", default=None)
-        parser.add_argument("--poll", type=float, default=0.5, help="Seconds between idle polls.")
+        parser.add_argument(
+            "--poll",
+            type=float,
+            default=None,
+            help="Longest idle wait in seconds before looking for due work without a ring "
+            "(default GALLEY_SWEEP_SECONDS); the doorbell wakes the worker at once.",
+        )
 
     def handle(
         self,
@@ -38,12 +37,13 @@ class Command(BaseCommand):
         until_idle: bool,
         kinds: list[str] | None,
         worker_id: str | None,
-        poll: float,
+        poll: float | None,
         **options: Any,
     ) -> None:
         stopping = False
 
         def stop(signum: int, frame: object) -> None:
+            # Only a flag: a signal handler must not take a lock the interrupted thread may hold.
             nonlocal stopping
             stopping = True
 
@@ -53,28 +53,27 @@ class Command(BaseCommand):
         for name, outcome in run_startup_checks().items():
             self.stdout.write(f"{name}: {outcome}")
         self.stdout.flush()
-        outages = 0  # failed rounds in a row, for the backoff
-        while not stopping:
-            try:
-                # As at a request's start: a connection the database dropped since the last round
-                # fails its health check and is replaced before it is used.
-                close_old_connections()
-                reconcile_expired_leases()
-                outcomes = drain(worker_id=worker_id, kinds=kinds, idle_wait=poll)
-                if outcomes:
-                    self.stdout.write(f"drained: {dict(outcomes)}")
-                    self.stdout.flush()
-                elif until_idle and seconds_until_due(kinds) is None:
-                    break
-                else:
-                    time.sleep(poll)
-            except DATABASE_UNAVAILABLE as problem:
-                # A restart or failover loses nothing: every write after a claim is fenced, and an
-                # attempt the outage cut short stays running until its lease expires and it is taken over.
-                outages += 1
-                delay = reconnect_delay(outages)
-                drop_broken_connections(problem, f"reconciling and draining; trying again in {delay:.1f} s")
-                time.sleep(delay)
-            else:
-                outages = 0
+
+        def report(_started: float, outcomes: Counter[str]) -> bool:
+            if outcomes:
+                self.stdout.write(f"drained: {dict(outcomes)}")
+                self.stdout.flush()
+            return False
+
+        wakeup = Wakeup()
+        listener = Listener(wakeup.ring, reconnect_delay=reconnect_delay)
+        listener.start()
+        try:
+            serve(
+                worker_id=worker_id,
+                wakeup=wakeup,
+                stop=lambda: stopping,
+                poll=settings.GALLEY_SWEEP_SECONDS if poll is None else poll,
+                kinds=kinds,
+                until_idle=until_idle,
+                reconcile_every=settings.GALLEY_SWEEP_SECONDS,
+                after_pass=report,
+            )
+        finally:
+            listener.stop()
         self.stdout.write(f"worker {worker_id} stopped")
