@@ -21,8 +21,10 @@ serve: $(INSTALLED)
 	DEBUG=false exec $(VENV)/bin/gunicorn galley.wsgi --bind $${GALLEY_HOST:-127.0.0.1}:$${GALLEY_PORT:-8000} \
 		--workers $${WEB_CONCURRENCY:-4} --access-logfile - --forwarded-allow-ips $${FORWARDED_ALLOW_IPS:-127.0.0.1}
 
+# Every browser test's screenshots are kept as test artifacts (tests/browser.py); GALLEY_TEST_SCREENSHOTS=
+# (empty) keeps none.
 test: $(INSTALLED) browser wordpress
-	$(PY) -m pytest $(PYTEST_ARGS)
+	GALLEY_TEST_SCREENSHOTS=$${GALLEY_TEST_SCREENSHOTS-var/test-artifacts/screenshots} $(PY) -m pytest $(PYTEST_ARGS)
 
 # The benchmarks (python -m tests.benchmarks; not part of `make test`): Galley's figures beside peers
 # measured in the same run (django-q2, Procrastinate, a psycopg loop) on their own embedded PostgreSQL,

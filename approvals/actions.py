@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db import transaction
+from django.utils import timezone
 
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
-from approvals.models import Approval
-from approvals.selectors import get_valid_approval
+from approvals.models import Approval, Assignment, Comment
+from approvals.notifications import do_notify_assigned, do_notify_commented, do_notify_decided
+from approvals.selectors import (
+    get_approvers_group,
+    get_open_assignment,
+    get_thread,
+    get_valid_approval,
+    list_assignable_approvers,
+)
 from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import do_change_brief_status
-from publishing.errors import InvalidInput
+from publishing.errors import InvalidInput, NotFound, PermissionRefused
 from publishing.identities import revision_subject_id
 from publishing.models import Brief, Revision
-from publishing.roles import AnyUser, Role, require_role
+from publishing.roles import AnyUser, Role, has_role, require_role
 from publishing.selectors import access_brief, get_latest_revision, get_revision
 from publishing.validation import clean_text
 from workers.audit import record_audit_event
@@ -126,4 +134,150 @@ def do_decide_revision(revision: Revision, *, decision: str, comment: str, actin
     )
     if decision == Approval.Decision.APPROVED:
         do_request_publication(revision)
+    do_notify_decided(revision, decision=decision, acting_user=acting_user)
     return approval
+
+
+# --- Review workflow: assignment and comment threads ----------------------------------------------------
+
+REVIEWERS = (Role.EDITOR, Role.APPROVER)
+# The assignment form's value naming the Approvers group rather than one approver.
+APPROVERS_GROUP = "group"
+
+
+def require_reviewer(user: AnyUser, *, to: str) -> User:
+    """The user if they are an editor or an approver (who take part in a review); else PermissionRefused."""
+    if not isinstance(user, User) or not any(has_role(user, role) for role in REVIEWERS):
+        raise PermissionRefused(f"Only members of Editors or Approvers can {to}.")
+    return user
+
+
+def _assignment_target(value: Any) -> tuple[User | None, Group | None]:
+    if value == APPROVERS_GROUP:
+        return None, get_approvers_group()
+    try:
+        user_id = int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput("Choose an approver or the Approvers group to assign the brief to.") from None
+    approver = list_assignable_approvers().filter(pk=user_id).first()
+    if approver is None:
+        raise InvalidInput("The person chosen is not an active approver; choose another or the Approvers group.")
+    return approver, None
+
+
+def check_assign_brief(public_id: str, *, assignee: Any, acting_user: AnyUser) -> tuple[Assignment, bool]:
+    """Assign the brief's review to one approver, or to the Approvers group (`assignee` "group").
+
+    Locks the brief's row, so two assignments of one brief are serialised. Returns the open
+    assignment and whether it changed; assigning to whoever holds it already writes nothing.
+    Raises InvalidInput, NotFound, PermissionRefused.
+    """
+    acting_user = require_reviewer(acting_user, to="assign a brief for review")
+    user, group = _assignment_target(assignee)
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    current = get_open_assignment(brief)
+    if current is not None and current.assignee_id == (user and user.pk) and current.group_id == (group and group.pk):
+        return current, False
+    return do_assign_brief(brief, current=current, assignee=user, group=group, acting_user=acting_user), True
+
+
+@transaction.atomic(savepoint=False)
+def do_assign_brief(
+    brief: Brief, *, current: Assignment | None, assignee: User | None, group: Group | None, acting_user: User
+) -> Assignment:
+    """Caller holds the brief's row lock. Ends the open assignment, if any, and opens the new one."""
+    if current is not None:
+        current.ended_at = timezone.now()
+        current.save(update_fields=["ended_at"])
+    assignment = Assignment.objects.create(brief=brief, assignee=assignee, group=group, assigned_by=acting_user)
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="brief.assigned",
+        subject_type="brief",
+        subject_id=brief.public_id,
+        old_state={"assignee": current.assignee_name} if current is not None else None,
+        new_state={"assignee": assignment.assignee_name},
+    )
+    do_notify_assigned(assignment, acting_user=acting_user)
+    return assignment
+
+
+def _revision_for(public_id: str, revision_number: Any, *, acting_user: User) -> Revision:
+    try:
+        number = int(revision_number)
+    except (TypeError, ValueError):
+        raise InvalidInput("The revision number is missing or not a number; reload the page.") from None
+    return get_revision(access_brief(public_id, acting_user=acting_user), number)
+
+
+def _comment_id(value: Any) -> int:
+    try:
+        comment_id = int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput("The comment replied to is missing or not a number; reload the page.") from None
+    if not 1 <= comment_id < 2**63:
+        raise NotFound("There is no such comment on this revision; reload the page.")
+    return comment_id
+
+
+def check_post_comment(
+    public_id: str, *, revision_number: Any, body: Any, reply_to: Any = None, acting_user: AnyUser
+) -> Comment:
+    """Start a thread on the revision, or reply to one (`reply_to`: any comment of the thread;
+    a reply to a reply joins that reply's thread). Raises InvalidInput, NotFound, PermissionRefused."""
+    acting_user = require_reviewer(acting_user, to="comment on a revision")
+    body = clean_text(body, field="Comment", max_chars=COMMENT_MAX_CHARS, required=True)
+    revision = _revision_for(public_id, revision_number, acting_user=acting_user)
+    thread = None
+    if reply_to not in (None, ""):
+        thread = get_thread(revision, _comment_id(reply_to))
+        if thread is None:
+            raise NotFound(f"There is no such comment on revision {revision.number}; reload the page.")
+    return do_post_comment(revision, body=body, thread=thread, acting_user=acting_user)
+
+
+@transaction.atomic(savepoint=False)
+def do_post_comment(revision: Revision, *, body: str, thread: Comment | None, acting_user: User) -> Comment:
+    comment = Comment.objects.create(revision=revision, parent=thread, author=acting_user, body=body)
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="comment.replied" if thread else "comment.posted",
+        subject_type="revision",
+        subject_id=revision_subject_id(revision.brief.public_id, revision.number),
+        new_state={"comment": comment.pk, "thread": thread.pk if thread else comment.pk},
+    )
+    do_notify_commented(comment, acting_user=acting_user)
+    return comment
+
+
+def check_resolve_thread(
+    public_id: str, *, revision_number: Any, comment_id: Any, resolved: bool, acting_user: AnyUser
+) -> tuple[Comment, bool]:
+    """Resolve (or reopen) the thread comment `comment_id` belongs to. Locks the thread's row and
+    returns early when it is already so. Returns the thread and whether it changed."""
+    acting_user = require_reviewer(acting_user, to="resolve or reopen a comment thread")
+    revision = _revision_for(public_id, revision_number, acting_user=acting_user)
+    thread = get_thread(revision, _comment_id(comment_id), lock=True)
+    if thread is None:
+        raise NotFound(f"There is no such comment on revision {revision.number}; reload the page.")
+    if (thread.resolved_at is not None) == resolved:
+        return thread, False
+    return do_resolve_thread(thread, resolved=resolved, acting_user=acting_user), True
+
+
+@transaction.atomic(savepoint=False)
+def do_resolve_thread(thread: Comment, *, resolved: bool, acting_user: User) -> Comment:
+    """Caller holds the thread's row lock."""
+    old = {"resolved": thread.resolved_at is not None}
+    thread.resolved_at = timezone.now() if resolved else None
+    thread.resolved_by = acting_user if resolved else None
+    thread.save(update_fields=["resolved_at", "resolved_by"])
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="comment.resolved" if resolved else "comment.reopened",
+        subject_type="revision",
+        subject_id=revision_subject_id(thread.revision.brief.public_id, thread.revision.number),
+        old_state=old,
+        new_state={"resolved": resolved, "thread": thread.pk},
+    )
+    return thread

@@ -51,3 +51,15 @@ class DecisionForm(forms.Form):
     def for_revision(cls, revision: Revision) -> DecisionForm:
         """An unbound form carrying the revision's number and payload hash."""
         return cls(initial={"revision_number": revision.number, "payload_hash": revision.payload_hash})
+
+
+class CommentForm(forms.Form):
+    """A new thread's first comment, or a reply (`reply_to`: a comment of the thread). Only shows
+    and keeps what was typed: the action checks it."""
+
+    body = forms.CharField(label="Comment", widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    reply_to = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def replies_to(self) -> str:
+        """The thread this form was sent from ("" for a new thread), as the page names it."""
+        return str(self.data.get("reply_to", "")) if self.is_bound else ""

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
-from publishing.models import Revision
+from publishing.models import Brief, Revision
 
 
 class Decision(models.TextChoices):
@@ -38,3 +40,135 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_decision_display()} {self.revision} by {self.approver}"
+
+
+class Assignment(models.Model):
+    """Who is to review a brief: one approver, or a group (the Approvers) whose members all see it.
+
+    Enforced by the database (migration 0003): an assignment names exactly one of user and group;
+    a brief has at most one open assignment (reassigning ends the open one, so the history stays).
+    """
+
+    brief = models.ForeignKey(Brief, on_delete=models.PROTECT, related_name="assignments")
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="review_assignments"
+    )
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    assigned_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="When a later assignment replaced this one.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(assignee__isnull=False, group__isnull=True)
+                | models.Q(assignee__isnull=True, group__isnull=False),
+                name="assignment_names_user_or_group",
+            ),
+            models.UniqueConstraint(
+                fields=["brief"], condition=models.Q(ended_at__isnull=True), name="assignment_one_open_per_brief"
+            ),
+        ]
+        indexes = [
+            # The inbox: open assignments by assignee, and by group.
+            models.Index(
+                fields=["assignee"], condition=models.Q(ended_at__isnull=True), name="assignment_open_user_idx"
+            ),
+            models.Index(fields=["group"], condition=models.Q(ended_at__isnull=True), name="assignment_open_group_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.brief.public_id} → {self.assignee or self.group}"
+
+    @property
+    def assignee_name(self) -> str:
+        return self.assignee.get_username() if self.assignee is not None else f"the {self.group} group"
+
+
+class Comment(models.Model):
+    """A comment on one revision: a thread's first comment (no parent) or a reply to one.
+
+    Enforced by the database (migration 0003): a reply's parent is a thread's first comment on
+    the same revision (threads are one level deep); only a thread is resolved, and its
+    resolved_at and resolved_by are set together; the text is never empty and never changes.
+    """
+
+    revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="comments")
+    parent = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="replies")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(body=""), name="comment_body_not_empty"),
+            models.CheckConstraint(
+                condition=models.Q(resolved_at__isnull=True, resolved_by__isnull=True)
+                | models.Q(parent__isnull=True, resolved_at__isnull=False, resolved_by__isnull=False),
+                name="comment_only_threads_resolved",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"comment {self.pk} on {self.revision}"
+
+    def get_absolute_url(self) -> str:
+        return f"{self.revision.get_absolute_url()}#comment-{self.parent_id or self.pk}"
+
+
+class NotificationEvent(models.TextChoices):
+    SUBMITTED = "submitted", "Submitted for review"
+    ASSIGNED = "assigned", "Assigned for review"
+    APPROVED = "approved", "Approved"
+    CHANGES_REQUESTED = "changes_requested", "Changes requested"
+    COMMENTED = "commented", "Commented"
+    PUBLISHED = "published", "Published"
+    PUBLISH_FAILED = "publish_failed", "Publishing needs an operator"
+
+
+class Notification(models.Model):
+    """One event told to one user: in the app (unread until read_at) and by one email.
+
+    Written in the transaction of the event it tells; its email goes out later, from a worker,
+    through the operation `email:notification-<id>` written in that same transaction, which sets
+    emailed_at when the email has been handed to the email backend.
+    """
+
+    Event = NotificationEvent
+
+    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    event = models.CharField(max_length=32, choices=NotificationEvent.choices)
+    brief = models.ForeignKey(Brief, on_delete=models.PROTECT, related_name="+")
+    revision_number = models.PositiveIntegerField(null=True, blank=True)
+    message = models.CharField(max_length=500)
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(event__in=NotificationEvent.values), name="notification_event_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["recipient"], condition=models.Q(read_at__isnull=True), name="notification_unread_idx"
+            ),
+            models.Index(fields=["recipient", "-created_at", "-id"], name="notification_recipient_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_event_display()} {self.brief.public_id} for {self.recipient}"
+
+    def get_absolute_url(self) -> str:
+        if self.revision_number is not None:
+            return reverse("publishing:revision", args=[self.brief.public_id, self.revision_number])
+        return self.brief.get_absolute_url()

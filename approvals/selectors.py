@@ -1,9 +1,14 @@
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from dataclasses import dataclass
+from typing import Any
 
-from approvals.models import Approval
-from publishing.models import Revision
+from django.contrib.auth.models import Group, User
+from django.db.models import Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
+
+from approvals.models import Approval, Assignment, Comment, Notification
+from publishing.models import Brief, Revision
+from publishing.roles import Role
 
 
 def list_decisions(revision: Revision) -> QuerySet[Approval]:
@@ -22,3 +27,117 @@ def get_valid_approval(revision: Revision) -> Approval | None:
         .order_by("created_at", "id")
         .first()
     )
+
+
+# --- Assignment and the inbox ------------------------------------------------------------------------
+
+
+def list_assignable_approvers() -> QuerySet[User]:
+    return User.objects.filter(is_active=True, groups__name=Role.APPROVER.value).order_by("username")
+
+
+def get_approvers_group() -> Group:
+    return Group.objects.get(name=Role.APPROVER.value)
+
+
+def get_open_assignment(brief: Brief) -> Assignment | None:
+    return (
+        Assignment.objects.select_related("assignee", "group", "assigned_by")
+        .filter(brief=brief, ended_at__isnull=True)
+        .first()
+    )
+
+
+def _assigned_to(user: User) -> Exists:
+    return Exists(
+        Assignment.objects.filter(brief=OuterRef("pk"), ended_at__isnull=True).filter(
+            Q(assignee=user) | Q(group__user=user)
+        )
+    )
+
+
+def list_inbox(user: User) -> QuerySet[Brief]:
+    """Briefs in review whose open assignment names `user` or a group of theirs, the longest
+    waiting first, each with its current revision's number and since when it has waited."""
+    current = Revision.objects.filter(brief=OuterRef("pk")).order_by("-number")
+    return (
+        Brief.objects.filter(_assigned_to(user), status=Brief.Status.IN_REVIEW)
+        .annotate(
+            current_number=Subquery(current.values("number")[:1]),
+            waiting_since=Subquery(current.values("created_at")[:1]),
+        )
+        .only("public_id", "title", "status")
+        .order_by("waiting_since", "id")
+    )
+
+
+class _Counted(Subquery):
+    template = "(SELECT count(*) FROM (%(subquery)s) counted)"
+    output_field = IntegerField()
+
+
+@dataclass(frozen=True)
+class NavCounts:
+    unread: int
+    inbox: int
+
+
+def get_nav_counts(user: User, *, with_inbox: bool) -> NavCounts:
+    """Unread notifications and (for approvers) the inbox's size, in one query."""
+    counts: dict[str, Any] = {
+        "unread": _Counted(Notification.objects.filter(recipient=user, read_at__isnull=True).values("pk"))
+    }
+    if with_inbox:
+        counts["inbox"] = _Counted(Brief.objects.filter(_assigned_to(user), status=Brief.Status.IN_REVIEW).values("pk"))
+    row = User.objects.filter(pk=user.pk).annotate(**counts).values_list(*counts).first()
+    found = dict(zip(counts, row or (), strict=False))
+    return NavCounts(unread=found.get("unread", 0), inbox=found.get("inbox", 0))
+
+
+# --- Comment threads ---------------------------------------------------------------------------------
+
+
+def _threads(comments: QuerySet[Comment]) -> QuerySet[Comment]:
+    replies = Comment.objects.select_related("author").order_by("created_at", "id")
+    return (
+        comments.filter(parent__isnull=True)
+        .select_related("author", "resolved_by", "revision__brief")
+        .prefetch_related(Prefetch("replies", queryset=replies))
+        .order_by("created_at", "id")
+    )
+
+
+def list_threads(revision: Revision) -> QuerySet[Comment]:
+    """The revision's threads, oldest first, each with its replies (two queries)."""
+    return _threads(Comment.objects.filter(revision=revision))
+
+
+def list_brief_threads(brief: Brief) -> QuerySet[Comment]:
+    """Every revision's threads of the brief, oldest first, each with its replies (two queries)."""
+    return _threads(Comment.objects.filter(revision__brief=brief))
+
+
+def get_thread(revision: Revision, comment_id: int, *, lock: bool = False) -> Comment | None:
+    """The thread (first comment) that comment `comment_id` of `revision` belongs to, or None."""
+    comment = Comment.objects.filter(revision=revision, id=comment_id).only("id", "parent_id").first()
+    if comment is None:
+        return None
+    threads = Comment.objects.select_related("revision__brief")
+    if lock:
+        threads = threads.select_for_update(of=("self",))
+    return threads.get(id=comment.parent_id or comment.id)
+
+
+# --- Notifications -----------------------------------------------------------------------------------
+
+
+def list_notifications(user: User) -> QuerySet[Notification]:
+    return (
+        Notification.objects.filter(recipient=user)
+        .select_related("brief")
+        .only("event", "message", "created_at", "read_at", "revision_number", "brief__public_id", "brief__title")
+    )
+
+
+def get_notification_for_email(notification_id: int) -> Notification:
+    return Notification.objects.select_related("recipient", "brief").get(id=notification_id)

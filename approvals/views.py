@@ -1,18 +1,29 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.contrib.auth.models import User
+from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
 
-from approvals.actions import check_decide_revision
+from approvals.actions import (
+    check_assign_brief,
+    check_decide_revision,
+    check_post_comment,
+    check_resolve_thread,
+    require_reviewer,
+)
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
-from approvals.forms import DecisionForm
+from approvals.forms import CommentForm, DecisionForm
 from approvals.models import Approval
+from approvals.notifications import do_mark_read
+from approvals.selectors import list_inbox, list_notifications
 from publishing.errors import GalleyError, InvalidInput, NotFound, PermissionRefused
 from publishing.middleware import check_form_text, checks_own_form_text
-from publishing.roles import Role, require_role
+from publishing.roles import AnyUser, Role, can_view, require_role
 from publishing.selectors import access_brief, get_revision, get_revision_page
 
 # A refusal's status says whose move it is: fix the form (400), nothing there (404), not yours to
@@ -32,6 +43,25 @@ REFUSAL_STATUS: dict[type[GalleyError], int] = {
 
 def refusal_status(exc: GalleyError) -> int:
     return next(REFUSAL_STATUS[kind] for kind in type(exc).__mro__ if kind in REFUSAL_STATUS)
+
+
+def _revision_page_refused(
+    request: HttpRequest,
+    public_id: str,
+    number: int,
+    exc: GalleyError,
+    *,
+    decision_form: DecisionForm | None = None,
+    comment_form: CommentForm | None = None,
+) -> HttpResponse:
+    """The revision page again, with the refused form (its reason added, the typed text in it)."""
+    brief = access_brief(public_id, acting_user=request.user)
+    revision = get_revision(brief, number)
+    page = get_revision_page(brief, revision, viewer=request.user)
+    context = {**page.as_context(), "decision_form": decision_form or DecisionForm.for_revision(revision)}
+    if comment_form is not None:
+        context["comment_form"] = comment_form
+    return render(request, "publishing/revision_detail.html", context, status=refusal_status(exc))
 
 
 @checks_own_form_text
@@ -59,19 +89,118 @@ def decide(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
                 acting_user=request.user,
             )
     except GalleyError as exc:
-        brief = access_brief(public_id, acting_user=request.user)
-        revision = get_revision(brief, number)
         form.add_error(None, exc.message)
-        page = get_revision_page(brief, revision, viewer=request.user)
-        return render(
-            request,
-            "publishing/revision_detail.html",
-            {**page.as_context(), "decision_form": form},
-            status=refusal_status(exc),
-        )
+        return _revision_page_refused(request, public_id, number, exc, decision_form=form)
     label = Approval.Decision(approval.decision).label
     if created:
         messages.success(request, f"{label}: revision {approval.revision.number}.")
     else:
         messages.info(request, f"You had already recorded “{label}” on revision {approval.revision.number}.")
     return redirect(approval.revision)
+
+
+INBOX_PAGE_SIZE = 50
+NOTIFICATIONS_PAGE_SIZE = 50
+
+
+def _refused(request: HttpRequest, exc: GalleyError, *, title: str) -> HttpResponse:
+    return render(request, "refused.html", {"message": exc.message, "title": title}, status=refusal_status(exc))
+
+
+@require_GET
+def inbox(request: HttpRequest) -> HttpResponse:
+    """Awaiting my review: briefs in review assigned to me or to a group of mine, longest waiting first."""
+    user = require_role(request.user, Role.APPROVER, to="see the review inbox")
+    page = Paginator(list_inbox(user), INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "approvals/inbox.html", {"page": page, "now": timezone.now()})
+
+
+@require_POST
+def assign(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Assign the brief's review to an approver or to the Approvers group."""
+    require_reviewer(request.user, to="assign a brief for review")
+    try:
+        with transaction.atomic(durable=True):
+            assignment, changed = check_assign_brief(
+                public_id, assignee=request.POST.get("assignee"), acting_user=request.user
+            )
+    except GalleyError as exc:
+        return _refused(request, exc, title="Not assigned")
+    if changed:
+        messages.success(request, f"{assignment.brief.public_id} is assigned to {assignment.assignee_name}.")
+    else:
+        messages.info(request, f"{assignment.brief.public_id} was already assigned to {assignment.assignee_name}.")
+    return redirect(assignment.brief)
+
+
+@checks_own_form_text
+@require_POST
+def comment(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    """Start a comment thread on revision `number`, or reply to one. A refusal re-renders the
+    revision page with the reason beside the form, the typed text in it."""
+    require_reviewer(request.user, to="comment on a revision")
+    form = CommentForm(request.POST)
+    try:
+        check_form_text(request, form)
+        with transaction.atomic(durable=True):
+            posted = check_post_comment(
+                public_id,
+                revision_number=number,
+                body=request.POST.get("body", ""),
+                reply_to=request.POST.get("reply_to"),
+                acting_user=request.user,
+            )
+    except GalleyError as exc:
+        form.add_error(None, exc.message)
+        return _revision_page_refused(request, public_id, number, exc, comment_form=form)
+    messages.success(request, "Reply posted." if posted.parent_id else "Comment posted.")
+    return redirect(posted)
+
+
+@require_POST
+def resolve(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    """Resolve (`resolved` "1") or reopen (anything else) the thread of the posted comment."""
+    require_reviewer(request.user, to="resolve or reopen a comment thread")
+    resolved = request.POST.get("resolved") == "1"
+    try:
+        with transaction.atomic(durable=True):
+            thread, changed = check_resolve_thread(
+                public_id,
+                revision_number=number,
+                comment_id=request.POST.get("comment"),
+                resolved=resolved,
+                acting_user=request.user,
+            )
+    except GalleyError as exc:
+        return _refused(request, exc, title="Thread unchanged")
+    if changed:
+        messages.success(request, "Thread resolved." if resolved else "Thread reopened.")
+    return redirect(thread)
+
+
+def require_reviewer_or_operator(user: AnyUser) -> User:
+    """Notifications are for whoever holds a role: the events they tell concern each role."""
+    if not isinstance(user, User) or not can_view(user):
+        raise PermissionRefused("You need the Editors, Approvers or Operators role to see notifications.")
+    return user
+
+
+@require_GET
+def notifications(request: HttpRequest) -> HttpResponse:
+    user = require_reviewer_or_operator(request.user)
+    page = Paginator(list_notifications(user), NOTIFICATIONS_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "approvals/notifications.html", {"page": page})
+
+
+@require_POST
+def mark_read(request: HttpRequest) -> HttpResponse:
+    """Mark one notification (`notification`: its id) or, without one, all of them read."""
+    user = require_reviewer_or_operator(request.user)
+    raw = request.POST.get("notification", "")
+    try:
+        notification_id = int(raw) if raw else None
+    except ValueError:
+        return _refused(request, InvalidInput("The notification is not a number; reload the page."), title="Not marked")
+    with transaction.atomic(durable=True):
+        do_mark_read(user, notification_id=notification_id)
+    return redirect("approvals:notifications")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from csp.constants import NONE, SELF, UNSAFE_INLINE
+from csp.constants import NONE, SELF
 
 from galley import env
 from galley.embedded_database import run_database_url
@@ -39,6 +39,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files are answered here, before sessions and sign-in; with their own cache headers.
     "galley.staticfiles.WhiteNoiseMiddleware",
+    # Counts and times every request Django routes (after static files, which are not counted).
+    "galley.metrics.RequestMetricsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -46,6 +48,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # request.htmx: tells the live partials' polls (publishing.live) from a person opening their URL.
+    "django_htmx.middleware.HtmxMiddleware",
     "publishing.middleware.RefusalMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: it turns a sign-in refused for a lockout into the lockout page.
@@ -66,6 +70,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "publishing.context_processors.roles",
+                "approvals.context_processors.review_counts",
             ],
         },
     },
@@ -162,8 +167,8 @@ CONTENT_SECURITY_POLICY = {
         "default-src": [SELF],
         # No inline script anywhere (Galley's templates have none, the admin's neither).
         "script-src": [SELF],
-        # base.html's <style> block and a few style="" attributes are inline; scripts are what matters.
-        "style-src": [SELF, UNSAFE_INLINE],
+        # Galley's styles are one static stylesheet (publishing/static/publishing/galley.css).
+        "style-src": [SELF],
         "img-src": [SELF, "data:"],
         "object-src": [NONE],
         "base-uri": [NONE],
@@ -171,6 +176,9 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     }
 }
+
+# /metrics: a scraper sends this as a bearer token; empty, only signed-in operators read metrics.
+GALLEY_METRICS_TOKEN = env.env_str("GALLEY_METRICS_TOKEN", "")
 
 # Largest revision body an editor may submit, in characters (bad input gets a clear message).
 GALLEY_MAX_BODY_CHARS = env.env_int("GALLEY_MAX_BODY_CHARS", 200_000)
@@ -228,6 +236,26 @@ env.require(
     GALLEY_LEASE_SECONDS > 1.5 * GALLEY_AI_TIMEOUT_SECONDS,
     "GALLEY_LEASE_SECONDS must exceed 1.5 x GALLEY_AI_TIMEOUT_SECONDS: a step's lease must outlive its AI call.",
 )
+
+# --- Email: notifications, sent by workers (operation kind notification_email), never in a request ---
+# The console backend prints each email in the worker's output (development); set EMAIL_BACKEND to
+# django.core.mail.backends.smtp.EmailBackend and the EMAIL_HOST… settings for a real server.
+EMAIL_BACKEND = env.env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env.env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env.env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env.env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env.env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env.env_bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.env_bool("EMAIL_USE_SSL", default=False)
+# A send is one attempt of an operation: its timeout stays well under the lease (by default a third of
+# it, at most 10 s).
+EMAIL_TIMEOUT = env.env_float("EMAIL_TIMEOUT", min(10.0, GALLEY_LEASE_SECONDS / 3))
+env.require(
+    GALLEY_LEASE_SECONDS > 2 * EMAIL_TIMEOUT, "GALLEY_LEASE_SECONDS must exceed 2 x EMAIL_TIMEOUT: a send ends first."
+)
+DEFAULT_FROM_EMAIL = env.env_str("DEFAULT_FROM_EMAIL", "Galley <galley@localhost>")
+# The site's address as the emails' links give it.
+GALLEY_PUBLIC_URL = env.env_str("GALLEY_PUBLIC_URL", "http://127.0.0.1:8000")
 
 # django-q2 only rings doorbells: its tasks carry ids at most, Galley's tables hold the state.
 # timeout < retry (a task is redelivered only after it surely stopped); Galley's retry policy

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from galley import health
+from galley import health, metrics, ops
 from galley.api import api_urls
 
 admin.site.site_header = "Galley operations"
@@ -13,6 +13,9 @@ admin.site.site_title = "Galley admin"
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
+    path("ops/", ops.ops, name="ops"),
+    path("ops/live/", ops.ops_live, name="ops_live"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.urls import URLPattern, path, reverse
 
 from galley.admin import ReadOnlyAdmin
+from publishing.actions.api_tokens import check_revoke_api_token
 from publishing.actions.resolutions import (
     OPEN,
     Outcome,
@@ -18,7 +19,7 @@ from publishing.actions.resolutions import (
 )
 from publishing.errors import GalleyError
 from publishing.identities import PUBLISH, VERIFY
-from publishing.models import Brief, PublicationProblem, Revision
+from publishing.models import ApiToken, Brief, PublicationProblem, Revision
 from publishing.roles import Role, has_role
 from publishing.selectors import get_publication_problem
 from workers.models import AuditEvent, OperationStatus
@@ -155,3 +156,59 @@ class PublicationProblemAdmin(ReadOnlyAdmin):
             outcome = Outcome(False, refusal.message)
         self.message_user(request, outcome.message, messages.SUCCESS if outcome.changed else messages.WARNING)
         return HttpResponseRedirect(reverse("admin:publishing_publicationproblem_change", args=[operation.id]))
+
+
+class TokenState(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("live", "Live"), ("revoked", "Revoked")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> QuerySet[ApiToken]:
+        if self.value() == "live":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """The JSON API's tokens: who holds which, and the operators' "revoke" (audited, idempotent).
+
+    Tokens are made with `manage.py create_api_token`, which shows the secret once; Galley keeps
+    only its sha256, and this page shows neither (the prefix tells tokens apart). Galley does not
+    record when a token was last used: that would be a write on every API read.
+    """
+
+    list_display = ["prefix", "name", "user", "created_at", "revoked_at"]
+    list_filter = [TokenState]
+    search_fields = ["prefix", "name", "user__username"]
+    list_select_related = ["user"]
+    fields = ["prefix", "name", "user", "created_at", "revoked_at"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke (the API answers 401 to it from now on)", permissions=["revoke"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        revoked, already = 0, []
+        try:
+            for token in queryset.order_by("id"):
+                with transaction.atomic(durable=True):
+                    if check_revoke_api_token(token, acting_user=request.user):
+                        revoked += 1
+                    else:
+                        already.append(f"{token.prefix}… ({token.name})")
+        except GalleyError as refusal:
+            self.message_user(request, refusal.message, messages.ERROR)
+            return
+        self.message_user(request, f"{revoked} token(s) revoked.")
+        if already:
+            self.message_user(request, "Already revoked, left as they were: " + ", ".join(already), messages.WARNING)
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # A token is revoked, never deleted: its row (and the audit trail naming its prefix) stays.
+        return False

@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission, User
+from django.db.models import Q
 
 from publishing.errors import PermissionRefused
 
@@ -51,6 +52,22 @@ def require_role(user: AnyUser, role: Role, *, to: str) -> User:
     if not isinstance(user, User) or not has_role(user, role):
         raise PermissionRefused(f"Only members of {role.value} can {to}.")
     return user
+
+
+# How many of the accounts that can grant roles a page names.
+GRANTERS_SHOWN = 5
+
+
+def list_role_granters() -> list[str]:
+    """Usernames of the active accounts that can grant a role (staff who may change users in the
+    admin, which is where group membership is set), at most GRANTERS_SHOWN, by name."""
+    may_change_users = (
+        Q(is_superuser=True)
+        | Q(user_permissions__content_type__app_label="auth", user_permissions__codename="change_user")
+        | Q(groups__permissions__content_type__app_label="auth", groups__permissions__codename="change_user")
+    )
+    accounts = User.objects.filter(may_change_users, is_active=True, is_staff=True).order_by("username")
+    return list(accounts.values_list("username", flat=True).distinct()[:GRANTERS_SHOWN])
 
 
 def ensure_role_groups(*, using: str = "default") -> None:

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterator
+import datetime
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import TruncMinute
 
 from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
-from publishing.errors import NotFound, PermissionRefused
-from publishing.identities import PUBLISH, publish_key, step_identity, step_key, verify_key
+from publishing.diffs import PayloadDiff, diff_payloads
+from publishing.errors import InvalidInput, NotFound, PermissionRefused
+from publishing.identities import PUBLISH, publish_key, revision_subject_id, step_identity, step_key, verify_key
 from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun
 from publishing.roles import AnyUser, Role, can_view, has_role
-from publishing.summary_rules import STEPS, SummaryStep, suggested_payload
-from workers.models import Conflict, Operation, OperationStatus
+from publishing.summary_rules import STEPS, SummaryStep, suggested_headline, suggested_payload
+from workers.models import AuditEvent, Conflict, Operation, OperationStatus
 
 
 def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) -> Brief:
@@ -100,19 +102,75 @@ def get_revision(brief: Brief, number: int) -> Revision:
         raise NotFound(f"{brief.public_id} has no revision {number}.") from None
 
 
-def diff_payloads(old: dict[str, Any] | None, new: dict[str, Any], *, old_label: str, new_label: str) -> list[str]:
-    """Unified diff of two payloads, field by field, as lines for display (never HTML)."""
+def get_revisions_by_number(brief: Brief, numbers: set[int]) -> dict[int, Revision]:
+    """Those of `numbers` that are revisions of the brief, by number, in one query."""
+    return {
+        revision.number: revision for revision in brief.revisions.select_related("author").filter(number__in=numbers)
+    }
 
-    def lines(payload: dict[str, Any] | None) -> list[str]:
-        if payload is None:
-            return []
-        out = [f"# title: {payload.get('title', '')}"]
-        out.extend(str(payload.get("body", "")).splitlines())
-        for key in sorted(set(payload) - {"title", "body"}):
-            out.append(f"# {key}: {payload[key]}")
-        return out
 
-    return list(difflib.unified_diff(lines(old), lines(new), fromfile=old_label, tofile=new_label, lineterm=""))
+def list_revision_numbers(brief: Brief) -> list[int]:
+    """Every revision number of the brief, newest first. Revisions are numbered 1, 2, 3… with no gap
+    and never deleted (constraints and trigger of migration 0002), so the latest number says them all."""
+    latest = brief.revisions.order_by("-number").values_list("number", flat=True).first()
+    return list(range(latest or 0, 0, -1))
+
+
+def get_restored_number(revision: Revision) -> int | None:
+    """The revision whose content `revision` restored, as its creation's audit record says, if any."""
+    state = (
+        AuditEvent.objects.filter(
+            subject_type="revision",
+            subject_id=revision_subject_id(revision.brief.public_id, revision.number),
+            event_type="revision.created",
+        )
+        .values_list("new_state", flat=True)
+        .first()
+    )
+    restores = (state or {}).get("restores_revision")
+    return restores if isinstance(restores, int) else None
+
+
+def diff_revisions(old: Revision | None, new: Revision) -> PayloadDiff:
+    return diff_payloads(
+        old.payload if old is not None else None,
+        new.payload,
+        old_label=f"revision {old.number}" if old is not None else "(nothing)",
+        new_label=f"revision {new.number}",
+    )
+
+
+@dataclass(frozen=True)
+class RevisionComparison:
+    """Two revisions of one brief side by side (the compare page); `diff` is None when there is
+    nothing to compare yet (fewer than two revisions)."""
+
+    brief: Brief
+    old: Revision | None
+    new: Revision | None
+    diff: PayloadDiff | None
+    numbers: list[int]  # every revision number of the brief, newest first, for the compare form
+
+
+def get_revision_comparison(brief: Brief, *, from_number: int | None, to_number: int | None) -> RevisionComparison:
+    """Revision `from_number` against `to_number`: by default the latest against the one before it.
+
+    Raises InvalidInput, saying why, for equal numbers or a number that is no revision of the brief.
+    """
+    numbers = list_revision_numbers(brief)
+    if from_number is None and to_number is None and len(numbers) < 2:
+        return RevisionComparison(brief, None, None, None, numbers)
+    new_number = to_number if to_number is not None else (numbers[0] if numbers else 0)
+    old_number = from_number if from_number is not None else new_number - 1
+    if old_number == new_number:
+        raise InvalidInput(f"Both sides are revision {new_number}: pick two different revisions to compare.")
+    missing = [number for number in (old_number, new_number) if number not in numbers]
+    if missing:
+        held = f"its revisions are 1 to {numbers[0]}" if numbers else "it has no revision yet"
+        raise InvalidInput(f"{brief.public_id} has no revision {missing[0]}: {held}.")
+    found = get_revisions_by_number(brief, {old_number, new_number})
+    old, new = found[old_number], found[new_number]
+    return RevisionComparison(brief, old, new, diff_revisions(old, new), numbers)
 
 
 @dataclass(frozen=True)
@@ -150,11 +208,6 @@ def get_publication_state(revision: Revision) -> PublicationState:
     return PublicationState("none", "Not published", None, [])
 
 
-def list_brief_operations(brief: Brief) -> QuerySet[Operation]:
-    """Every operation about this brief (publishes, verifications), oldest first, with attempts."""
-    return Operation.objects.for_subject("brief", brief.public_id).prefetch_related("attempt_set").order_by("id")
-
-
 @dataclass(frozen=True)
 class PipelineStepView:
     step: str
@@ -188,9 +241,21 @@ class PipelineView:
 
     @property
     def suggestion(self) -> dict[str, str] | None:
+        """The whole suggestion (headline as title, draft as body) of a run that found an
+        editor's revision and so did not write its draft."""
         if not self.run.suggestion:
             return None
-        return suggested_payload({s.step: s.artifact.content for s in self.steps if s.artifact is not None})
+        return suggested_payload(self._artifacts())
+
+    @property
+    def suggested_headline(self) -> str | None:
+        """The headline of a completed run: revisions keep the editor's title until they take it."""
+        if self.run.status != SummaryRun.Status.COMPLETED:
+            return None
+        return suggested_headline(self._artifacts())
+
+    def _artifacts(self) -> dict[str, dict[str, Any]]:
+        return {s.step: s.artifact.content for s in self.steps if s.artifact is not None}
 
 
 def get_pipeline_view(brief: Brief) -> PipelineView | None:
@@ -251,12 +316,19 @@ class RevisionPage:
     revision: Revision
     latest: Revision | None
     is_current: bool
-    diff: list[str]
+    previous_diff: PayloadDiff
+    # The revision verified at the target, and what this revision changes against it, unless it
+    # is this revision or the previous one (whose diff is shown already).
+    published: Revision | None
+    published_diff: PayloadDiff | None
+    restores: int | None
+    numbers: list[int]  # every revision number of the brief, newest first, for the compare form
     decisions: list[Approval]
     own_decision: Approval | None
     valid_approval: Approval | None
     publication_state: PublicationState
     may_decide: bool
+    may_restore: bool
     is_own_revision: bool
 
     def as_context(self) -> dict[str, Any]:
@@ -266,30 +338,40 @@ class RevisionPage:
 
 def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser) -> RevisionPage:
     latest = get_latest_revision(brief)
-    previous = get_revision(brief, revision.number - 1) if revision.number > 1 else None
+    published_number = brief.published_revision_number
+    # The previous and the published revision in one query, whatever the number of revisions.
+    found = get_revisions_by_number(brief, {revision.number - 1, published_number or 0} - {0})
+    previous = found.get(revision.number - 1)
+    published = found.get(published_number) if published_number is not None else None
     is_current = latest is not None and latest.pk == revision.pk
     decisions = list(list_decisions(revision))
     # Decisions are final (approvals.actions), so a second one would only be refused: no form.
     own_decision = next((d for d in decisions if d.approver_id == viewer.pk), None)
+    valid_approval = get_valid_approval(revision)
     return RevisionPage(
         brief=brief,
         revision=revision,
         latest=latest,
         is_current=is_current,
-        diff=diff_payloads(
-            previous.payload if previous else None,
-            revision.payload,
-            old_label=f"revision {previous.number}" if previous else "(nothing)",
-            new_label=f"revision {revision.number}",
-        ),
+        previous_diff=diff_revisions(previous, revision),
+        published=published,
+        published_diff=diff_revisions(published, revision)
+        if published is not None and published.number not in (revision.number, revision.number - 1)
+        else None,
+        restores=get_restored_number(revision),
+        numbers=list(range(latest.number, 0, -1)) if latest is not None else [],
         decisions=decisions,
         own_decision=own_decision,
-        valid_approval=get_valid_approval(revision),
+        valid_approval=valid_approval,
         publication_state=get_publication_state(revision),
+        # Once another approver approved it, a request for changes would be refused and another
+        # approval adds nothing: the form is gone (a live page replaces it with a notice).
         may_decide=is_current
         and own_decision is None
+        and valid_approval is None
         and brief.published_revision_number != revision.number
         and has_role(viewer, Role.APPROVER),
+        may_restore=not is_current and has_role(viewer, Role.EDITOR),
         is_own_revision=revision.author_id == viewer.pk,
     )
 
@@ -383,3 +465,74 @@ def _adoptable(operation: Operation, brief: Brief, held: HeldRevision | None) ->
             f"({publish.status if publish else 'none'}); publish a newer revision instead.",
         )
     return held.revision, ""
+
+
+# --- approval → published latency (the ops page and /metrics) -----------------------------------
+
+
+def _approval_to_published() -> ExpressionWrapper:
+    """From the revision's first approval (the one that wrote the publish intent) to the read-back
+    that showed it published (`verified_at`, invariant 10)."""
+    first_approval = (
+        Approval.objects.filter(revision=OuterRef("revision"), decision=Approval.Decision.APPROVED)
+        .order_by("created_at", "id")
+        .values("created_at")[:1]
+    )
+    return ExpressionWrapper(F("verified_at") - Subquery(first_approval), output_field=DurationField())
+
+
+@dataclass(frozen=True)
+class LatencyMinute:
+    minute: datetime.datetime
+    publications: int
+    mean: datetime.timedelta
+    longest: datetime.timedelta
+
+
+def list_publish_latency_per_minute(*, since: datetime.datetime) -> list[LatencyMinute]:
+    """Publications verified since `since`, per minute of verification: how many, and their mean
+    and longest approval → published latency. One statement."""
+    rows = (
+        Publication.objects.filter(verified_at__gte=since)
+        .order_by()
+        .alias(latency=_approval_to_published())
+        .annotate(minute=TruncMinute("verified_at"))
+        .values("minute")
+        .annotate(publications=Count("id"), mean=Avg("latency"), longest=Max("latency"))
+        .order_by("minute")
+    )
+    return [LatencyMinute(**row) for row in rows]
+
+
+@dataclass(frozen=True)
+class LatencyHistogram:
+    """Cumulative counts, as Prometheus reads a histogram: `buckets` pairs each upper bound (seconds)
+    with the number of publications at most that slow."""
+
+    buckets: list[tuple[float, int]]
+    count: int
+    sum_seconds: float
+
+
+def get_publish_latency_histogram(*, bounds: Sequence[float]) -> LatencyHistogram:
+    """Every verified publication's approval → published latency, bucketed by `bounds` (seconds,
+    ascending) in one statement."""
+    measured = Q(latency__isnull=False)
+    figures = (
+        Publication.objects.filter(verified_at__isnull=False)
+        .annotate(latency=_approval_to_published())
+        .aggregate(
+            count=Count("id", filter=measured),
+            total=Sum("latency", filter=measured),
+            **{
+                f"le_{index}": Count("id", filter=Q(latency__lte=datetime.timedelta(seconds=bound)))
+                for index, bound in enumerate(bounds)
+            },
+        )
+    )
+    total = figures["total"] or datetime.timedelta()
+    return LatencyHistogram(
+        buckets=[(bound, figures[f"le_{index}"]) for index, bound in enumerate(bounds)],
+        count=figures["count"],
+        sum_seconds=total.total_seconds(),
+    )

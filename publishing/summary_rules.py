@@ -1,7 +1,9 @@
 """The summary pipeline's rules, with no I/O: the steps and their order, what each AI step is
-asked, the quality gate, and how the artifacts become a suggested revision.
+asked, the quality gate, and how the artifacts become the first revision or a suggestion.
 
-outline → draft → headline → quality gate → the first revision (or a suggestion)
+outline → draft → headline → quality gate → the first revision (the editor's title, the draft)
+                                            or a suggestion (when an editor wrote a revision first);
+                                            the headline is always only suggested
 """
 
 from __future__ import annotations
@@ -34,11 +36,94 @@ INSTRUCTIONS = {
 DRAFT_MIN_CHARS = 20
 DRAFT_MAX_CHARS = 20_000
 HEADLINE_MAX_CHARS = 200
-LEFTOVER_PROMPT = re.compile(
-    r"as an ai|language model|you write the|summari[sz]e the|here is (a|the) |\{\{|\}\}|<\|"
-    r"|\[insert|lorem ipsum",
-    re.IGNORECASE,
+
+# Where a provider's own voice can start: the text, a line (after an optional bullet), or a
+# sentence. Not inside a quotation: a story that quotes a chatbot quotes it after a quote mark.
+_START = r"(?:^|(?<=[.!?])[ \t]+)(?:[-*][ \t]+)?"
+_I_CANNOT = (
+    r"I(?: can't| can\u2019t| cannot| can not| am unable to|'m unable to|\u2019m unable to| won't be able to| will not)"
 )
+# What no stored artifact may carry. Each pattern is a construction, never a topic: a story about
+# language models, AI, chatbots or prompts is ordinary news and passes.
+LEFTOVER_PROMPT = re.compile(
+    "|".join(
+        [
+            # The provider speaking for itself instead of the story, or refusing the task:
+            # "As an AI language model, I cannot…", "As an AI, here is the draft…".
+            _START
+            + r"as an ai(?: language model| model| assistant| chatbot)?[ \t]*,[ \t]*(?:I\b|I'm|I\u2019m|my\b|here\b)",
+            # A refusal: "I'm sorry, but I can't help with that.", "I cannot fulfil this request." (not
+            # "I cannot help feeling…", which opens an opinion piece).
+            _START + r"(?:I'm|I\u2019m|I am) sorry,? (?:but )?" + _I_CANNOT + r"\b",
+            _START
+            + _I_CANNOT
+            + r" (?:help (?:with|you)|assist|comply|fulfil|fulfill|provide|complete|write|summari[sz]e|create"
+            + r"|generate|do that)\b",
+            # A preamble to whoever asked: "Sure! Here is…", "Here is the draft you asked for",
+            # "Here's a short summary:" (a draft opening on one is talking to the reader of the prompt).
+            r"^[ \t]*(?:sure|certainly|of course)\b[,.!]?[ \t]*here(?: is|'s|\u2019s)\b",
+            r"^[ \t]*here(?: is|'s|\u2019s) (?:a |an |the |your )?(?:[\w-]+ ){0,3}?(?:summary|draft|outline|headline)\b"
+            r"[^.\n]{0,60}?(?::|\byou (?:asked for|requested)\b)",
+            # The pipeline's own instructions echoed back (INSTRUCTIONS), or a generic prompt's.
+            r"you write the (?:outline|draft|headline)\b",
+            _START + r"summari[sz]e the following\b",
+            # Template placeholders and chat-template tokens left unfilled; filler text.
+            r"\{\{|\}\}|<\||\[insert\b|lorem ipsum",
+        ]
+    ),
+    re.IGNORECASE | re.MULTILINE,
+)
+
+# Words a finished headline never ends on: articles and determiners, prepositions that need their
+# object, conjunctions, relative words. A headline ending on one was cut off by a length or token
+# limit ("…criticised the lack of a cycling lane along"). Words that also end phrases as particles
+# or adverbs ("in", "on", "over", "out", "up", "off", "after", "though", "yet", "who") are left out,
+# so "Talks are back on" or "Results are in" pass. By language, for the newsrooms Galley serves.
+DANGLING_WORDS = frozenset(
+    word
+    for words in (
+        # English
+        "a an the this these those that which whose its their our my your his",
+        "of to for from with at into onto upon by as than via per along among amid amidst",
+        "between despite during against toward towards across until",
+        "and or but nor because although whereas unless whether if such",
+        # Polish
+        "i oraz a w we z ze na od dla przez pod nad przed bez że ale lub albo czy który która które",
+        # Indonesian
+        "dan atau tetapi namun yang di ke dari untuk dengan pada oleh bahwa karena akan para",
+        # German
+        "der das den dem des ein eine einen einem einer und oder aber mit von zu für auf aus bei nach",
+        "über dass weil",
+        # Spanish, French
+        "el la los las un una de del y con por para que sin en",
+        "le les du des au aux et ou une à avec pour sur dans",
+    )
+    for word in words.split()
+)
+_CUT_OFF_MARKS = (",", ";", ":", "-", "\u2013", "\u2014", "/", "&", "+", "\u2026", "...")
+_PAIRS = (("(", ")"), ("[", "]"), ("«", "»"))
+_WORD_EDGE = "\"'\u201c\u201d\u201e\u00ab\u00bb\u2018\u2019()[]!?.,;:"
+
+
+def cut_off_ending(headline: str) -> str | None:
+    """Why `headline` looks cut off mid-phrase (its dangling end), or None when it ends cleanly.
+
+    A word in capitals is a name or a label ("Plan A", "backed by UN"), never a dangling word.
+    """
+    text = headline.strip()
+    if not text:
+        return None
+    if text.endswith(_CUT_OFF_MARKS):
+        return next(mark for mark in _CUT_OFF_MARKS if text.endswith(mark))
+    for opening, closing in _PAIRS:
+        if text.count(opening) > text.count(closing):
+            return f"an unclosed {opening}"
+    if text.count('"') % 2:
+        return 'an unclosed "'
+    last = text.split()[-1].strip(_WORD_EDGE)
+    if last and not last.isupper() and last.lower() in DANGLING_WORDS:
+        return last
+    return None
 
 
 @dataclass(frozen=True)
@@ -67,17 +152,47 @@ def quality_problems(inputs: dict[str, dict[str, Any]]) -> list[str]:
         problems.append("the headline is missing")
     elif len(headline) > HEADLINE_MAX_CHARS or "\n" in headline:
         problems.append(f"the headline must be one line of at most {HEADLINE_MAX_CHARS} characters")
+    elif dangling := cut_off_ending(headline):
+        problems.append(f"the headline looks cut off: it ends with {dangling!r}")
     for name, text in (("outline", outline), ("draft", draft), ("headline", headline)):
         if leftover := LEFTOVER_PROMPT.search(text):
-            problems.append(f"the {name} contains leftover prompt text ({leftover.group(0)!r})")
+            problems.append(f"the {name} contains leftover prompt text ({leftover.group(0).strip()!r})")
         if "\x00" in text:
             problems.append(f"the {name} contains a NUL character")
     return problems
 
 
+class SuggestionTake(TextChoices):
+    """What an editor takes from a completed run: the choice of title is always explicit."""
+
+    HEADLINE = "headline", "Use the headline as the title"
+    DRAFT = "draft", "Use the draft, keep the title"
+    BOTH = "both", "Use the headline and the draft"
+
+
+def first_revision_payload(artifacts: dict[str, dict[str, Any]], *, title: str) -> dict[str, str]:
+    """The revision a run writes when the brief has none: the editor's title, the draft as body.
+    The headline stays a suggestion (suggested_headline) until an editor takes it."""
+    return {"title": title, "body": str(artifacts[SummaryStep.DRAFT]["text"]).strip()}
+
+
+def suggested_headline(artifacts: dict[str, dict[str, Any]]) -> str:
+    return str(artifacts[SummaryStep.HEADLINE]["text"]).strip()
+
+
 def suggested_payload(artifacts: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The revision payload the run suggests: the headline as title, the draft as body."""
-    return {
-        "title": str(artifacts[SummaryStep.HEADLINE]["text"]).strip(),
-        "body": str(artifacts[SummaryStep.DRAFT]["text"]).strip(),
-    }
+    """The whole suggestion of a run that found an editor's revision: the headline as title, the
+    draft as body."""
+    return {"title": suggested_headline(artifacts), "body": str(artifacts[SummaryStep.DRAFT]["text"]).strip()}
+
+
+def apply_suggestion(current: dict[str, Any], artifacts: dict[str, dict[str, Any]], *, take: str) -> dict[str, Any]:
+    """The payload of the revision an editor writes by taking `take` from a run's suggestion on
+    top of `current` (the latest revision's payload): what is not taken stays as it is."""
+    suggested = suggested_payload(artifacts)
+    payload = dict(current)
+    if take in (SuggestionTake.HEADLINE, SuggestionTake.BOTH):
+        payload["title"] = suggested["title"]
+    if take in (SuggestionTake.DRAFT, SuggestionTake.BOTH):
+        payload["body"] = suggested["body"]
+    return payload

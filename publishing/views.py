@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
@@ -11,26 +14,30 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.forms import DecisionForm
 from publishing.actions.briefs import NewBriefFormReused, check_submit_new_brief_form, check_update_source_material
-from publishing.actions.revisions import check_create_revision, check_use_suggestion
-from publishing.errors import GalleyError, PermissionRefused, RevisionConflict
+from publishing.actions.revisions import check_create_revision, check_restore_revision, check_use_suggestion
+from publishing.diffs import diff_payloads
+from publishing.errors import GalleyError, InvalidInput, PermissionRefused, RevisionConflict
 from publishing.forms import BriefFilterForm, BriefForm, RevisionForm, SourceMaterialForm
-from publishing.identities import SUMMARY_STEP
+from publishing.live import Partial, live_partial
 from publishing.middleware import check_form_text, checks_own_form_text
 from publishing.models import Brief
 from publishing.roles import Role, can_view, require_role
 from publishing.selectors import (
+    RevisionPage,
     access_brief,
-    diff_payloads,
     get_latest_revision,
     get_pipeline_view,
     get_revision,
+    get_revision_comparison,
     get_revision_page,
-    list_brief_operations,
     list_briefs,
-    list_revisions,
+    list_revision_numbers,
 )
+from publishing.timeline import get_brief_timeline
 
 BRIEFS_PER_PAGE = 20
+# Briefs someone may move on at any moment (a decision, a publish): their pages poll for news.
+LIVE_BRIEF_STATUSES = (Brief.Status.DRAFTING, Brief.Status.IN_REVIEW, Brief.Status.APPROVED)
 
 
 def _require_viewer(request: HttpRequest) -> None:
@@ -41,6 +48,10 @@ def _require_viewer(request: HttpRequest) -> None:
 @require_http_methods(["GET"])
 def dashboard(request: HttpRequest) -> HttpResponse:
     _require_viewer(request)
+    return render(request, "publishing/dashboard.html", _dashboard_context(request))
+
+
+def _dashboard_context(request: HttpRequest) -> dict[str, Any]:
     filters = BriefFilterForm(request.GET or None)
     query, status = "", ""
     if filters.is_valid():
@@ -49,7 +60,17 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     # pages of an unordered list overlap and skip rows: order explicitly, newest first.
     briefs = list_briefs(query=query, status=status)
     page = Paginator(briefs, BRIEFS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "publishing/dashboard.html", {"page": page, "filters": filters})
+    # A listed brief another person or a worker may move on: its status may change any time.
+    live = any(brief.status in LIVE_BRIEF_STATUSES for brief in page)
+    return {"page": page, "filters": filters, "live": live, "live_query": request.GET.urlencode()}
+
+
+@live_partial("publishing:dashboard")
+def dashboard_live(request: HttpRequest) -> Partial:
+    """The dashboard's rows (statuses), for the same filters and page."""
+    _require_viewer(request)
+    context = _dashboard_context(request)
+    return Partial("publishing/_brief_rows.html", context, context["live"])
 
 
 @checks_own_form_text
@@ -86,21 +107,30 @@ def brief_new(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET"])
 def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     brief = access_brief(public_id, acting_user=request.user)
-    revisions = list(list_revisions(brief).prefetch_related("approvals__approver"))
-    operations = [op for op in list_brief_operations(brief) if op.kind != SUMMARY_STEP]
+    context = {**_brief_live_context(request, brief), "revision_numbers": list_revision_numbers(brief)}
+    return render(request, "publishing/brief_detail.html", context)
+
+
+def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
+    """The brief page's status regions: its status, the summary pipeline and the timeline."""
     pipeline = get_pipeline_view(brief)
-    return render(
-        request,
-        "publishing/brief_detail.html",
-        {
-            "brief": brief,
-            "revisions": revisions,
-            "latest": revisions[0] if revisions else None,
-            "operations": operations,
-            "pipeline": pipeline,
-            "in_progress": any(not op.is_finished for op in operations) or (pipeline and pipeline.in_progress),
-        },
-    )
+    timeline = get_brief_timeline(brief, viewer=request.user)
+    working = bool(pipeline and pipeline.in_progress) or timeline.work_in_progress
+    return {
+        "brief": brief,
+        "latest": get_latest_revision(brief),
+        "pipeline": pipeline,
+        "timeline": timeline,
+        # Awaiting a decision or a publish, someone else may act any moment: keep polling.
+        "live": working or brief.status in LIVE_BRIEF_STATUSES,
+    }
+
+
+@live_partial("publishing:brief")
+def brief_live(request: HttpRequest, public_id: str) -> Partial:
+    brief = access_brief(public_id, acting_user=request.user)
+    context = _brief_live_context(request, brief)
+    return Partial("publishing/brief_live.html", context, context["live"])
 
 
 @checks_own_form_text
@@ -127,11 +157,14 @@ def brief_source_edit(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @require_POST
 def use_suggestion(request: HttpRequest, public_id: str, run_number: int) -> HttpResponse:
-    """One click: the pipeline's suggested draft becomes the editor's next revision."""
+    """One click: what the editor takes of the pipeline's suggestion (its button's `take`: the
+    headline as the title, the draft as the body, or both) becomes their next revision."""
     require_role(request.user, Role.EDITOR, to="edit briefs")
     try:
         with transaction.atomic(durable=True):
-            revision, created = check_use_suggestion(public_id, run_number=run_number, acting_user=request.user)
+            revision, created = check_use_suggestion(
+                public_id, run_number=run_number, take=request.POST.get("take"), acting_user=request.user
+            )
     except GalleyError as exc:
         messages.error(request, exc.message)
         return redirect("publishing:brief", public_id)
@@ -144,11 +177,103 @@ def use_suggestion(request: HttpRequest, public_id: str, run_number: int) -> Htt
 
 @require_http_methods(["GET"])
 def revision_detail(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    return _render_revision_page(request, public_id, number)
+
+
+def _render_revision_page(
+    request: HttpRequest, public_id: str, number: int, *, restore_error: str = "", status: int = 200
+) -> HttpResponse:
     brief = access_brief(public_id, acting_user=request.user)
     revision = get_revision(brief, number)
     page = get_revision_page(brief, revision, viewer=request.user)
-    context = {**page.as_context(), "decision_form": DecisionForm.for_revision(revision)}
-    return render(request, "publishing/revision_detail.html", context)
+    context = {
+        **_revision_live_context(page),
+        "decision_form": DecisionForm.for_revision(revision),
+        "restore_error": restore_error,
+    }
+    return render(request, "publishing/revision_detail.html", context, status=status)
+
+
+def _revision_live_context(page: RevisionPage) -> dict[str, Any]:
+    # While it is current and unpublished, a decision may come from another approver any moment.
+    live = page.publication_state.in_progress or (page.is_current and page.publication_state.state == "none")
+    return {**page.as_context(), "live": live}
+
+
+@live_partial("publishing:revision")
+def revision_live(request: HttpRequest, public_id: str, number: int) -> Partial:
+    """The revision page's status regions. A poll from a page that shows the decision form sends
+    the form's revision number: if the form could only be refused now, the answer replaces it with
+    a notice (live.js copies the typed comment into it)."""
+    brief = access_brief(public_id, acting_user=request.user)
+    page = get_revision_page(brief, get_revision(brief, number), viewer=request.user)
+    context = {**_revision_live_context(page), "shows_decision_form": "revision_number" in request.GET}
+    return Partial("publishing/revision_live.html", context, context["live"])
+
+
+@require_POST
+def revision_restore(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    """Write revision `number`'s content as the next revision, as an edit would: based on the latest
+    revision the editor saw, refused (nothing written) when another was saved meanwhile."""
+    require_role(request.user, Role.EDITOR, to="restore revisions")
+    base_number = request.POST.get("base_number")
+    try:
+        with transaction.atomic(durable=True):
+            revision, created = check_restore_revision(
+                public_id, number=number, base_number=base_number, acting_user=request.user
+            )
+    except RevisionConflict as exc:
+        message = exc.message
+        if exc.newer is not None and exc.base_number <= exc.newer.number:
+            message = (
+                f"Revision {exc.newer.number} was saved after revision {exc.base_number}, the latest you saw. "
+                f"Nothing was restored: see what revision {exc.newer.number} changed, then restore again "
+                "if you still want to."
+            )
+        return _render_revision_page(request, public_id, number, restore_error=message, status=409)
+    except InvalidInput as exc:
+        return _render_revision_page(request, public_id, number, restore_error=exc.message, status=400)
+    if created:
+        messages.success(
+            request, f"Revision {number} restored as revision {revision.number}; it needs approval like any other."
+        )
+    else:
+        messages.info(request, f"Nothing new was saved: revision {revision.number} already holds this text.")
+    return redirect(revision)
+
+
+# A revision number as the compare form sends it; PostgreSQL's integer bounds the digits.
+_REVISION_NUMBER = re.compile(r"[0-9]{1,9}")
+
+
+def _revision_number(request: HttpRequest, name: str, label: str) -> int | None:
+    raw = request.GET.get(name, "").strip()
+    if not raw:
+        return None
+    if not _REVISION_NUMBER.fullmatch(raw) or int(raw) < 1:
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise InvalidInput(f"{label} must be a revision number (1, 2, 3…); “{shown}” is not one.")
+    return int(raw)
+
+
+@require_http_methods(["GET"])
+def revision_compare(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Any two revisions of a brief, word by word; by default the latest against the one before."""
+    brief = access_brief(public_id, acting_user=request.user)
+    try:
+        comparison = get_revision_comparison(
+            brief,
+            from_number=_revision_number(request, "from", "From revision"),
+            to_number=_revision_number(request, "to", "To revision"),
+        )
+    except InvalidInput as exc:
+        context = {"brief": brief, "numbers": list_revision_numbers(brief), "error": exc.message}
+        return render(request, "publishing/revision_compare.html", context, status=400)
+    return render(
+        request,
+        "publishing/revision_compare.html",
+        {"brief": brief, "numbers": comparison.numbers, "comparison": comparison},
+    )
 
 
 @checks_own_form_text

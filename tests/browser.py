@@ -59,6 +59,8 @@ def sign_in(browser: Browser, live_server, username: str) -> Page:
 
 
 def screenshot(page: Page, name: str) -> None:
-    """Set GALLEY_TEST_SCREENSHOTS to a folder to look at the pages a run went through."""
+    """Set GALLEY_TEST_SCREENSHOTS to a folder (created if missing) to look at the pages a run went
+    through; `make test` sets var/test-artifacts/screenshots."""
     if SCREENSHOTS:
+        os.makedirs(SCREENSHOTS, exist_ok=True)
         page.screenshot(path=os.path.join(SCREENSHOTS, f"{name}.png"), full_page=True)

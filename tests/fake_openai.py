@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from publishing.summary_rules import cut_off_ending
+
 DEFAULT_KEY = "fake-openai-key"
 DEFAULT_MODEL = "fake-gpt-1"
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -56,7 +58,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _BULLET = re.compile(r"^\s*[-*]\s+", re.MULTILINE)
 # The sentence that carries the call number; dropped from material so it never piles up step by step.
 _UPDATE = re.compile(r"\bupdate \d+\b", re.IGNORECASE)
-_DANGLING = {"a", "an", "and", "as", "at", "by", "for", "in", "of", "on", "or", "the", "to", "with"}
 _FILLER = [
     "Officials have not yet commented.",
     "The situation is still developing.",
@@ -86,14 +87,19 @@ def answer(*, system: str, user: str, n: int, seed: int | None = None) -> str:
     sentences = _sentences(material) or _FILLER[:2]
     rng = random.Random(f"{seed}:{n}:{task}")
     if task == "headline":
-        # "Update n:" and 3-8 words of one sentence: 5-10 words, no dangling "of"/"the" at the end.
+        # "Update n:" and 3-8 words of one sentence (5-10 words), ending where the quality gate sees
+        # no cut-off (no dangling "of"/"the"/"along"): fewer words first, more only if none fits.
         long_enough = [s for s in sentences if len(s.split()) >= 3] or [
             sentences[0].rstrip(".!?") + " in latest report"
         ]
-        words = rng.choice(long_enough).rstrip(".!?").split()[: rng.randint(3, 8)]
-        while len(words) > 3 and words[-1].lower() in _DANGLING:
-            words.pop()
-        return " ".join([f"Update {n}:", *words]).rstrip(".!?,;:")
+        words = rng.choice(long_enough).rstrip(".!?").split()
+        count = rng.randint(3, 8)
+        fitting = [
+            size
+            for size in [*range(min(count, len(words)), 2, -1), *range(count + 1, len(words) + 1)]
+            if not cut_off_ending(" ".join(words[:size]).rstrip(".!?,;:"))
+        ]
+        return " ".join([f"Update {n}:", *words[: fitting[0] if fitting else count]]).rstrip(".!?,;:")
     count = min(len(sentences), rng.randint(1, 3))
     picked = [sentences[index] for index in sorted(rng.sample(range(len(sentences)), count))]
     picked.append(f"More details are expected in update {n}.")

@@ -83,3 +83,35 @@ def register_startup_check(name: str, check: StartupCheck) -> None:
 
 def startup_checks() -> dict[str, StartupCheck]:
     return dict(_startup_checks)
+
+
+@dataclass(frozen=True)
+class OperatorNeeded:
+    """An operation that has just come to need an operator: a dead letter or a conflict."""
+
+    operation_id: int
+    kind: str
+    subject_type: str
+    subject_id: str
+    arguments: dict[str, Any]
+    status: str
+    message: str
+
+
+# What a domain app does when an operation comes to need an operator (e.g. tell the people who must
+# act), called inside the transaction that records it, so that the reaction commits with it or not at
+# all. Registered by the domain apps, like handlers; the machinery never imports them.
+OperatorNeededHook = Callable[[OperatorNeeded], None]
+
+_operator_needed_hooks: list[OperatorNeededHook] = []
+
+
+def register_operator_needed(hook: OperatorNeededHook) -> None:
+    if hook not in _operator_needed_hooks:
+        _operator_needed_hooks.append(hook)
+
+
+def operator_needed(needed: OperatorNeeded) -> None:
+    """Tell every registered hook; in the caller's transaction."""
+    for hook in _operator_needed_hooks:
+        hook(needed)

@@ -7,6 +7,13 @@ SCHEDULES = [
     {"name": "galley-sweep", "func": "workers.tasks.sweep", "schedule_type": Schedule.MINUTES, "minutes": 1},
     # Retention: finished operations older than GALLEY_RETENTION_DAYS (invariant 11).
     {"name": "galley-purge", "func": "workers.tasks.purge", "schedule_type": Schedule.HOURLY},
+    # Retention of the JSON API's Idempotency-Key records (GALLEY_RETENTION_DAYS). A dotted name,
+    # not an import: the machinery imports no domain app.
+    {
+        "name": "galley-purge-idempotency-keys",
+        "func": "publishing.tasks.purge_idempotency_keys",
+        "schedule_type": Schedule.HOURLY,
+    },
 ]
 
 

@@ -7,8 +7,10 @@ import secrets
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import timezone
 
 from publishing.models import ApiToken
+from publishing.roles import AnyUser, Role, require_role
 from workers.audit import record_audit_event
 
 TOKEN_PREFIX = "galley_"  # noqa: S105  (a public marker that tells a Galley token apart, not a secret)
@@ -33,6 +35,30 @@ def do_create_api_token(user: User, *, name: str, acting_user: User | None) -> t
         new_state={"token": token.prefix, "name": name},
     )
     return token, secret
+
+
+@transaction.atomic(savepoint=False)
+def check_revoke_api_token(token: ApiToken, *, acting_user: AnyUser) -> bool:
+    """Revoke the token (Operators): from now on it authenticates nothing (a 401 from the API).
+
+    Idempotent: a token already revoked stays as it was, keeps its first revocation time, and no
+    new audit record is written; returns whether this call revoked it.
+    """
+    operator = require_role(acting_user, Role.OPERATOR, to="revoke API tokens")
+    locked = ApiToken.objects.select_for_update().select_related("user").get(pk=token.pk)
+    if locked.revoked_at is not None:
+        return False
+    locked.revoked_at = timezone.now()
+    locked.save(update_fields=["revoked_at"])
+    record_audit_event(
+        acting_user=operator,
+        event_type="api_token.revoked",
+        subject_type="user",
+        subject_id=locked.user.get_username(),
+        old_state={"token": locked.prefix, "name": locked.name, "revoked": False},
+        new_state={"token": locked.prefix, "name": locked.name, "revoked": True},
+    )
+    return True
 
 
 def get_token_user(secret: str) -> User | None:

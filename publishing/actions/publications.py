@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from approvals.notifications import do_notify_published
 from publishing.actions.resolutions import do_close_replaced_problems
 from publishing.actions.revisions import do_change_brief_status
 from publishing.identities import PUBLISH, VERIFY, publish_key, revision_subject_id, verify_key
@@ -132,3 +133,4 @@ def do_record_verification(publication: Publication) -> None:
         old_state=old,
         new_state={"published_revision": number, "status": brief.status, "permalink": publication.permalink},
     )
+    do_notify_published(brief, revision_number=number, permalink=publication.permalink)

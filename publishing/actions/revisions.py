@@ -9,13 +9,14 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from approvals.notifications import do_notify_submitted
 from publishing.errors import InvalidInput, NotFound, RevisionConflict
 from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import revision_subject_id
 from publishing.models import Brief, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import access_brief, get_canonical_artifacts, get_latest_revision
-from publishing.summary_rules import suggested_payload
+from publishing.selectors import access_brief, get_canonical_artifacts, get_latest_revision, get_revision
+from publishing.summary_rules import SuggestionTake, apply_suggestion
 from publishing.validation import clean_text
 from workers.audit import record_audit_event
 
@@ -71,12 +72,14 @@ def check_create_revision(
 
 @transaction.atomic(savepoint=False)
 def do_create_revision(
-    brief: Brief, *, base_number: int, payload: dict[str, Any], acting_user: User
+    brief: Brief, *, base_number: int, payload: dict[str, Any], acting_user: User, restores: int | None = None
 ) -> tuple[Revision, bool]:
     """Caller holds the brief's row lock, which serialises revision numbering per brief.
 
     Idempotent for a repeated submission: the same text on the same base returns the revision
-    it already created, and text equal to the latest revision writes nothing.
+    it already created, and text equal to the latest revision writes nothing. `restores` names
+    the revision whose content this is, in the audit record (a revision's payload holds only
+    what is published, and its hash must stay that content's hash).
     """
     try:
         digest = payload_hash(payload)
@@ -99,20 +102,64 @@ def do_create_revision(
         subject_type="revision",
         subject_id=revision_subject_id(brief.public_id, revision.number),
         old_state={"status": old_status, "latest_revision": latest_number},
-        new_state={"status": brief.status, "latest_revision": revision.number, "payload_hash": digest},
+        new_state={
+            "status": brief.status,
+            "latest_revision": revision.number,
+            "payload_hash": digest,
+            **({"restores_revision": restores} if restores is not None else {}),
+        },
     )
+    do_notify_submitted(revision, acting_user=acting_user)
     return revision, True
 
 
-def check_use_suggestion(public_id: str, *, run_number: Any, acting_user: AnyUser) -> tuple[Revision, bool]:
-    """Turn a completed run's suggested draft into the brief's next revision, as the editor's own."""
+def check_use_suggestion(public_id: str, *, run_number: Any, take: Any, acting_user: AnyUser) -> tuple[Revision, bool]:
+    """Write the brief's next revision, as the editor's own, from what they take of a completed
+    run's suggestion (`take`, a SuggestionTake): the headline as the title, the draft as the body,
+    or both; the rest stays as in the latest revision.
+
+    The headline of any completed run may be taken; the draft only from a run that found an
+    editor's revision and so suggested its draft instead of writing it. Locks the brief's row.
+    """
     acting_user = require_role(acting_user, Role.EDITOR, to="edit briefs")
+    if take not in SuggestionTake.values:
+        raise InvalidInput(
+            "Choose what to use from the suggestion: the headline as the title, the draft as the body, or both."
+        )
     brief = access_brief(public_id, acting_user=acting_user, lock=True)
-    run = brief.summary_runs.filter(number=run_number, status=SummaryRun.Status.COMPLETED, suggestion=True).first()
+    runs = brief.summary_runs.filter(number=run_number, status=SummaryRun.Status.COMPLETED)
+    if take != SuggestionTake.HEADLINE:
+        runs = runs.filter(suggestion=True)
+    run = runs.first()
     if run is None:
         raise NotFound(f"{public_id} has no completed suggestion from summary run {run_number}.")
     latest = get_latest_revision(brief)
-    payload = suggested_payload(get_canonical_artifacts(run))
+    # A completed run always leaves a revision (its own or the editor's it found); the brief's
+    # title stands in only to keep this total.
+    current = latest.payload if latest is not None else {"title": brief.title, "body": ""}
+    payload = apply_suggestion(current, get_canonical_artifacts(run), take=take)
     return do_create_revision(
         brief, base_number=latest.number if latest else 0, payload=payload, acting_user=acting_user
+    )
+
+
+def check_restore_revision(
+    public_id: str, *, number: int, base_number: Any, acting_user: AnyUser
+) -> tuple[Revision, bool]:
+    """Write revision `number`'s content again as the brief's next revision, through the same path
+    as an edit: based on `base_number` (the latest revision the editor saw), so a revision written
+    meanwhile raises RevisionConflict and nothing is written; a repeated submission returns the
+    revision it already created. The new revision needs approval like any other.
+    """
+    acting_user = require_role(acting_user, Role.EDITOR, to="restore revisions")
+    try:
+        base = int(base_number)
+    except (TypeError, ValueError):
+        base = -1
+    if base < 1:
+        raise InvalidInput("The current revision you saw is missing or not a valid number; reload the page.")
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    restored = get_revision(brief, number)
+    return do_create_revision(
+        brief, base_number=base, payload=dict(restored.payload), acting_user=acting_user, restores=restored.number
     )

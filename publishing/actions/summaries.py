@@ -19,7 +19,7 @@ from publishing.actions.revisions import do_create_revision
 from publishing.identities import SUMMARY_STEP, step_identity, step_key, summary_run_key_prefix
 from publishing.models import Brief, StepArtifact, SummaryRun
 from publishing.selectors import get_canonical_artifacts
-from publishing.summary_rules import NEXT_STEP, STEPS, Proposal, suggested_payload
+from publishing.summary_rules import NEXT_STEP, STEPS, Proposal, first_revision_payload
 from workers.actions.enqueue import enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
 from workers.crashpoints import crash_point
@@ -132,15 +132,17 @@ def do_store_artifact(run: SummaryRun, step: str, proposal: Proposal) -> StepArt
 def do_complete_summary_run(run: SummaryRun) -> None:
     """Complete a running run from its canonical artifacts: revision 1 when the brief has no
     revision yet, otherwise a suggestion the editor may take (never over an editor's revision).
-    A run no longer running (superseded, already completed) writes nothing."""
+    Revision 1 keeps the brief's title, which the editor chose; the AI headline is only offered
+    (publishing.actions.revisions.check_use_suggestion). A run no longer running (superseded,
+    already completed) writes nothing."""
     brief = Brief.objects.select_for_update(of=("self",)).get(id=run.brief_id)
     locked_run = SummaryRun.objects.select_for_update(of=("self",)).get(id=run.id)
     if locked_run.status != SummaryRun.Status.RUNNING:
         return
-    payload = suggested_payload(get_canonical_artifacts(locked_run))
     if brief.revisions.exists():
         locked_run.suggestion = True
     else:
+        payload = first_revision_payload(get_canonical_artifacts(locked_run), title=brief.title)
         revision, _created = do_create_revision(brief, base_number=0, payload=payload, acting_user=_pipeline_user())
         locked_run.revision = revision
     locked_run.status = SummaryRun.Status.COMPLETED

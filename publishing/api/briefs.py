@@ -10,8 +10,8 @@ from django.db.models import OuterRef, Q, Subquery
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Path, Query, Router, Schema
 
-from publishing.actions.briefs import check_create_brief
-from publishing.actions.revisions import TITLE_MAX_CHARS, check_create_revision
+from publishing.actions.briefs import check_create_brief, check_update_source_material
+from publishing.actions.revisions import TITLE_MAX_CHARS, check_create_revision, check_use_suggestion
 from publishing.api.common import (
     MAX_DB_INT,
     NO_NUL,
@@ -24,16 +24,18 @@ from publishing.api.common import (
     idempotent_post,
 )
 from publishing.errors import PermissionRefused
-from publishing.models import Brief, BriefStatus, Publication, Revision
+from publishing.models import Brief, BriefStatus, Publication, Revision, SummaryRun
 from publishing.roles import can_view
 from publishing.selectors import (
     BRIEF_LIST_ORDER,
     access_brief,
     get_latest_revision,
+    get_pipeline_view,
     get_publication_state,
     get_revision,
     list_revisions,
 )
+from publishing.summary_rules import SuggestionTake
 
 router = Router(tags=["briefs"])
 
@@ -41,6 +43,9 @@ router = Router(tags=["briefs"])
 # query PostgreSQL refuses (a NUL character, a number beyond its integer).
 BriefId = Annotated[str, Path(pattern=r"^[^\x00]{1,100}$", description="e.g. brief-042")]
 RevisionNumber = Annotated[int, Path(ge=1, le=MAX_DB_INT)]
+RunNumber = Annotated[
+    int, Path(ge=1, le=MAX_DB_INT, description="A summary run's number, e.g. a brief's suggestion.run_number")
+]
 
 MAX_PAGE = 100
 
@@ -61,9 +66,24 @@ class BriefOut(Schema):
     updated_at: datetime
 
 
+class SuggestionOut(Schema):
+    run_number: int = Field(description="Pass to use-suggestion to make it the next revision.")
+    title: str
+    body: str
+
+
 class BriefDetailOut(BriefOut):
     source_material: str
     source_hash: str
+    suggestion: SuggestionOut | None = Field(
+        None,
+        description="The latest summary run's draft when an editor wrote a revision first, so that it was "
+        'offered instead of written (the web UI\'s "AI suggestion").',
+    )
+
+
+class SourceMaterialIn(Schema):
+    source_material: str = Field(pattern=NO_NUL, description="Up to GALLEY_MAX_BODY_CHARS characters; may be empty.")
 
 
 class BriefPage(Schema):
@@ -129,7 +149,9 @@ class PublicationStateOut(Schema):
     latest: RevisionPublicationOut | None
 
 
-def brief_out(brief: Brief, *, latest_revision: int | None, detail: bool = False) -> BriefOut:
+def brief_out(
+    brief: Brief, *, latest_revision: int | None, detail: bool = False, suggestion: SuggestionOut | None = None
+) -> BriefOut:
     out = BriefOut(
         id=brief.public_id,
         title=brief.title,
@@ -141,8 +163,24 @@ def brief_out(brief: Brief, *, latest_revision: int | None, detail: bool = False
         updated_at=brief.updated_at,
     )
     if detail:
-        return BriefDetailOut(**out.model_dump(), source_material=brief.source_material, source_hash=brief.source_hash)
+        return BriefDetailOut(
+            **out.model_dump(),
+            source_material=brief.source_material,
+            source_hash=brief.source_hash,
+            suggestion=suggestion,
+        )
     return out
+
+
+def suggestion_out(brief: Brief) -> SuggestionOut | None:
+    """What the brief page offers as "AI suggestion": the latest run's, once it completed."""
+    pipeline = get_pipeline_view(brief)
+    if pipeline is None or pipeline.run.status != SummaryRun.Status.COMPLETED:
+        return None
+    suggestion = pipeline.suggestion
+    if suggestion is None:
+        return None
+    return SuggestionOut(run_number=pipeline.run.number, title=suggestion["title"], body=suggestion["body"])
 
 
 def revision_out(revision: Revision, *, public_id: str) -> RevisionOut:
@@ -214,7 +252,51 @@ def list_briefs_page(request: HttpRequest, filters: Query[BriefFilters]) -> Brie
 def get_brief(request: HttpRequest, brief_id: BriefId) -> BriefOut:
     brief = access_brief(brief_id, acting_user=_user(request))
     latest = get_latest_revision(brief)
-    return brief_out(brief, latest_revision=latest.number if latest else None, detail=True)
+    return brief_out(
+        brief, latest_revision=latest.number if latest else None, detail=True, suggestion=suggestion_out(brief)
+    )
+
+
+@router.post(
+    "/briefs/{brief_id}/source", response={200: BriefDetailOut, **WRITE_PROBLEMS}, summary="Replace the source material"
+)
+def replace_source_material(
+    request: HttpRequest, brief_id: BriefId, data: SourceMaterialIn, idempotency_key: str = idempotency_key_header()
+) -> HttpResponse:
+    """Replace the brief's source material (Editors), as the web UI's "Edit source material": different
+    text starts a new summary run and older runs stop at their next step; the same text changes
+    nothing. Revisions already written stay as they are. 200 with the brief."""
+
+    def write(user: User) -> tuple[int, BriefOut]:
+        brief = check_update_source_material(brief_id, source_material=data.source_material, acting_user=user)
+        latest = get_latest_revision(brief)
+        return 200, brief_out(
+            brief, latest_revision=latest.number if latest else None, detail=True, suggestion=suggestion_out(brief)
+        )
+
+    return idempotent_post(request, idempotency_key, write)
+
+
+@router.post(
+    "/briefs/{brief_id}/summary-runs/{run_number}/use-suggestion",
+    response={201: RevisionOut, 200: RevisionOut, **WRITE_PROBLEMS},
+    summary="Use the AI suggestion",
+)
+def use_suggestion(
+    request: HttpRequest, brief_id: BriefId, run_number: RunNumber, idempotency_key: str = idempotency_key_header()
+) -> HttpResponse:
+    """Make a completed summary run's suggested draft (the brief's `suggestion`) the next revision,
+    as yours (Editors), as the web UI's "Use as the next revision". 201 with the revision; 200 with
+    the latest revision when it already holds this text; 404 when the run has no suggestion."""
+
+    def write(user: User) -> tuple[int, RevisionOut]:
+        # The API's suggestion is offered whole (its title and body), and taken whole.
+        revision, created = check_use_suggestion(
+            brief_id, run_number=run_number, take=SuggestionTake.BOTH, acting_user=user
+        )
+        return (201 if created else 200), revision_out(revision, public_id=revision.brief.public_id)
+
+    return idempotent_post(request, idempotency_key, write)
 
 
 @router.get("/briefs/{brief_id}/revisions", response={200: list[RevisionOut], **PROBLEMS}, summary="List revisions")

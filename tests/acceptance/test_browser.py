@@ -92,7 +92,7 @@ def test_browser__edit_conflict__second_editor_keeps_text(browser, live_server, 
     expect(second.get_by_text("Revision 2 was saved while you were editing revision 1.")).to_be_visible()
     assert second.get_by_label("Body").input_value() == mine
     expect(second.locator("input[name=base_number]")).to_have_value("1")
-    expect(second.locator("pre.diff")).to_contain_text("+Dockers returned at noon.")
+    expect(second.locator(".diff-field[data-field=body] ins:visible")).to_have_text("returned at noon")
     screenshot(second, "b1-conflict")
     assert not brief.revisions.filter(number=3).exists()
 

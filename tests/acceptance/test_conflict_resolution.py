@@ -42,8 +42,6 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 # The reference target and quick retries, as the publishing tests set them up.
 _fast_retries = delivery._fast_retries
-start_target = delivery.start_target
-target = delivery.target
 
 
 @pytest.fixture

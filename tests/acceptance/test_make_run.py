@@ -11,9 +11,10 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -36,9 +37,16 @@ class RunningGalley:
     var_dir: Path
     children: list[psutil.Process]
     output: str = ""
+    # Every line the launcher and its children have printed so far, read as it comes: a pipe left
+    # unread would fill within minutes of a long test and block the processes writing to it.
+    lines: list[str] = field(default_factory=list)
 
     def credentials(self) -> dict[str, str]:
         return json.loads((self.var_dir / "demo-credentials.json").read_text())
+
+    def printed(self) -> str:
+        """What has been printed up to now, while the launcher still runs."""
+        return "".join(self.lines)
 
 
 @contextlib.contextmanager
@@ -56,6 +64,16 @@ def make_run(var_dir: Path) -> Iterator[RunningGalley]:
     running = RunningGalley(
         launcher, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{target_port}", var_dir, children=[]
     )
+    reader = threading.Thread(target=running.lines.extend, args=(launcher.stdout,), daemon=True)
+    reader.start()
+
+    def stop() -> None:
+        launcher.send_signal(signal.SIGINT)
+        launcher.wait(timeout=60)
+        reader.join(timeout=60)  # the pipe closes when the last process writing to it has gone
+        launcher.stdout.close()
+        running.output = running.printed()
+
     try:
         wait_for_http(f"{running.base_url}/login/", process=launcher, timeout=READY_DEADLINE_SECONDS)
         wait_for_http(f"{running.target_url}/_health", process=launcher, timeout=30)
@@ -63,13 +81,11 @@ def make_run(var_dir: Path) -> Iterator[RunningGalley]:
         yield running
     except AssertionError as failure:
         # Whatever failed, the launcher's own account of it belongs in the report.
-        launcher.send_signal(signal.SIGINT)
-        running.output, _ = launcher.communicate(timeout=60)
+        stop()
         raise AssertionError(f"{failure}\n--- launcher output ---\n{running.output}") from failure
     finally:
         if launcher.returncode is None:
-            launcher.send_signal(signal.SIGINT)
-            running.output, _ = launcher.communicate(timeout=60)
+            stop()
 
 
 @contextlib.contextmanager

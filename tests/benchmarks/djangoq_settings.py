@@ -7,6 +7,7 @@ from galley.settings import INSTALLED_APPS, MIDDLEWARE
 
 GALLEY_APPS = ("workers", "publishing", "approvals")
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app not in GALLEY_APPS]
-MIDDLEWARE = [name for name in MIDDLEWARE if not name.startswith(GALLEY_APPS)]
+# galley.metrics also holds the /metrics view, which reads Galley's tables through its apps' selectors.
+MIDDLEWARE = [name for name in MIDDLEWARE if not name.startswith((*GALLEY_APPS, "galley.metrics"))]
 ROOT_URLCONF = __name__  # no URLs: Galley's would import its apps
 urlpatterns: list[object] = []

@@ -12,42 +12,17 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import StringIO
-from pathlib import Path
 
 import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from galley.reference_target import Faults, ReferenceTarget
+from galley.reference_target import Faults
 from tests.processes import BASE_DIR, free_port, process_env, stop, wait_for_http
+from tests.reference_target import TOKEN
 
-TOKEN = "check-target-token"
 FOUND = "it answers the protocol and accepts GALLEY_TARGET_TOKEN"
 LATE_PACKET = "Galley cannot stop a late packet alone"
-
-
-@pytest.fixture
-def start_target(tmp_path: Path, settings) -> Iterator:
-    """start_target(faults=None): a reference target in this process, configured as Galley's target."""
-    started: list[ReferenceTarget] = []
-
-    def start(faults: Faults | None = None) -> ReferenceTarget:
-        db_path = tmp_path / f"target-{len(started)}.sqlite3"
-        target = ReferenceTarget(db_path=db_path, token=TOKEN, faults=faults).start()
-        started.append(target)
-        settings.GALLEY_TARGET_KIND = "reference"
-        settings.GALLEY_TARGET_URL = target.url
-        settings.GALLEY_TARGET_TOKEN = TOKEN
-        return target
-
-    yield start
-    for target in started:
-        target.stop()
-
-
-@pytest.fixture
-def target(start_target) -> ReferenceTarget:
-    return start_target()
 
 
 def check_target() -> tuple[str, str]:

@@ -37,8 +37,6 @@ from workers.runner import run_operation
 pytestmark = pytest.mark.django_db(transaction=True)
 
 _fast_retries = delivery._fast_retries
-start_target = delivery.start_target
-target = delivery.target
 
 
 def stale_conflict(target, brief, revise, approver, *, approve_second: bool):

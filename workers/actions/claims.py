@@ -27,7 +27,7 @@ from workers.doorbell import ring_doorbell
 from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed
 from workers.models import Attempt, Conflict, Operation, OperationStatus
 from workers.policy import WAIT_KINDS, Decision, Disposition, decide
-from workers.registry import ClaimedOperation, Success
+from workers.registry import ClaimedOperation, OperatorNeeded, Success, operator_needed
 
 S = OperationStatus
 
@@ -360,6 +360,18 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
                 subject_id=claimed.key,
                 old_state={"status": S.RUNNING},
                 new_state={"status": S.CONFLICT, "detail": message, "target_state": failure.target_state},
+            )
+        if decision.needs_operator:
+            operator_needed(
+                OperatorNeeded(
+                    operation_id=claimed.operation_id,
+                    kind=claimed.kind,
+                    subject_type=claimed.subject_type,
+                    subject_id=claimed.subject_id,
+                    arguments=claimed.arguments,
+                    status=str(fields["status"]),
+                    message=message,
+                )
             )
         # A retry is due later (a waiting worker reads when); an operation that ended for good may
         # release dependents that only needed it finished.

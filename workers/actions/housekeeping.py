@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from workers.doorbell import ring_doorbell
 from workers.models import FINISHED_STATUSES, Attempt, OperationStatus
+from workers.registry import OperatorNeeded, operator_needed
+
+# What operator_needed is told of an operation that became a dead letter here.
+NEEDED_COLUMNS = "o.id, o.kind, o.subject_type, o.subject_id, o.arguments, o.status, o.last_error_message"
+
+
+def _needed(row: tuple[Any, ...]) -> OperatorNeeded:
+    arguments = json.loads(row[4]) if isinstance(row[4], str) else row[4] or {}
+    return OperatorNeeded(
+        operation_id=row[0],
+        kind=row[1],
+        subject_type=row[2],
+        subject_id=row[3],
+        arguments=arguments,
+        status=row[5],
+        message=row[6],
+    )
 
 
 @transaction.atomic(durable=True)
@@ -20,7 +40,7 @@ def reconcile_expired_leases() -> dict[str, int]:
     """
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             WITH expired AS (
                 SELECT id, (attempts - waits >= max_attempts OR deadline <= statement_timestamp()) AS spent
                 FROM workers_operation
@@ -40,18 +60,19 @@ def reconcile_expired_leases() -> dict[str, int]:
                 updated_at = statement_timestamp()
             FROM expired
             WHERE o.id = expired.id
-            RETURNING o.id, o.status
-            """
+            RETURNING {NEEDED_COLUMNS}, o.needs_operator
+            """  # noqa: S608 -- composed of this module's constants
         )
         rows = cursor.fetchall()
-        expired = [status for _id, status in rows]
+        expired = [row[5] for row in rows]
         # The dead worker's attempt never recorded an outcome; close it for the record.
-        Attempt.objects.filter(operation_id__in=[op_id for op_id, _status in rows], finished_at__isnull=True).update(
+        Attempt.objects.filter(operation_id__in=[row[0] for row in rows], finished_at__isnull=True).update(
             finished_at=Now(), error_kind="lease_expired", error_message="the worker stopped before an outcome"
         )
+        spent = [row for row in rows if row[7]]
         cursor.execute(
-            """
-            UPDATE workers_operation
+            f"""
+            UPDATE workers_operation o
             SET status = 'dead',
                 finished_at = statement_timestamp(),
                 updated_at = statement_timestamp(),
@@ -63,14 +84,17 @@ def reconcile_expired_leases() -> dict[str, int]:
                     ELSE 'deadline passed; last: ' || last_error_message END
             WHERE status IN ('pending', 'retry_wait')
               AND (attempts - waits >= max_attempts OR deadline <= statement_timestamp())
-            """
+            RETURNING {NEEDED_COLUMNS}
+            """  # noqa: S608 -- composed of this module's constants
         )
-        exhausted = cursor.rowcount
+        exhausted = cursor.fetchall()
+    for row in [*spent, *exhausted]:
+        operator_needed(_needed(row))
     if expired:
         ring_doorbell()
     return {
         "expired_leases": len(expired),
-        "dead": exhausted + sum(1 for status in expired if status == OperationStatus.DEAD),
+        "dead": len(exhausted) + sum(1 for status in expired if status == OperationStatus.DEAD),
     }
 
 

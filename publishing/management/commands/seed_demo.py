@@ -18,10 +18,16 @@ DEMO_USERS = [
     ("approver", Role.APPROVER, False),
     ("operator", Role.OPERATOR, True),
 ]
+# Every demo user has an address on the reserved .localhost domain, so that `make run` shows the notification
+# emails (printed by the console backend in the workers' output) without mailing anyone.
+DEMO_EMAIL_DOMAIN = "galley.localhost"
 
 
 class Command(BaseCommand):
-    help = "Create the demo users (editor, approver, operator), one per role group, and print their credentials."
+    help = (
+        "Create the demo users (editor, approver, operator), one per role group, each with an address "
+        "at galley.localhost, and print their credentials."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument(
@@ -38,10 +44,16 @@ class Command(BaseCommand):
             ensure_role_groups()
             for username, role, is_staff in DEMO_USERS:
                 password = stored.get(username) or f"{username}-{secrets.token_urlsafe(9)}"
-                user, created = User.objects.get_or_create(username=username, defaults={"is_staff": is_staff})
+                email = f"{username}@{DEMO_EMAIL_DOMAIN}"
+                user, created = User.objects.get_or_create(
+                    username=username, defaults={"is_staff": is_staff, "email": email}
+                )
                 if created or not user.check_password(password):
                     user.set_password(password)
                     user.save(update_fields=["password"])
+                if not user.email:  # a demo user from before they had addresses; one set since is kept
+                    user.email = email
+                    user.save(update_fields=["email"])
                 user.groups.add(Group.objects.get(name=role.value))
                 stored[username] = password
         path.parent.mkdir(parents=True, exist_ok=True)

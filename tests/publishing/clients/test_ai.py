@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from publishing.clients import ai
 from publishing.clients.ai import (
     AIAuthError,
     AIConnectionError,
@@ -35,7 +37,7 @@ from publishing.clients.ai import (
     OpenAIProvider,
     provider_from_settings,
 )
-from publishing.summary_rules import INSTRUCTIONS, SummaryStep, quality_problems
+from publishing.summary_rules import HEADLINE_MAX_CHARS, INSTRUCTIONS, SummaryStep, cut_off_ending, quality_problems
 from tests.fake_openai import FakeOpenAI
 from tests.processes import free_port, process_env, start, stop, wait_for_http
 
@@ -383,6 +385,144 @@ def test_offline__pipeline_chain__passes_quality_gate(no_network):
             return provider.complete(system=system, prompt=prompt, seed=f"{seed}-{attempt}")
 
         assert quality_problems(run_pipeline_texts(complete)) == []
+
+
+# --- OfflineProvider headlines: never cut mid-phrase -------------------------------------------
+
+NEWS = {
+    "the issue's cycling lane": (
+        "Residents of the Eastgate district packed the town hall on Tuesday evening and criticised the lack of a "
+        "cycling lane along the new ring road that the council opened last month without consulting local schools "
+        "or the police. The council said a consultation would start in the spring. Cyclists have staged two "
+        "protest rides since the road opened."
+    ),
+    "language models": (
+        "A group of universities released a large language model trained only on public-domain books on Monday. "
+        "The researchers said the model answers questions about history as well as commercial chatbots, although "
+        "it struggles with prompts written in slang. As an AI researcher, Dr. Amina Diallo said the release would "
+        "let schools audit how such systems work. Critics warned that language models still invent sources."
+    ),
+    "run-on without punctuation": (
+        "The city council voted late last night to approve a budget that raises property taxes by four percent for "
+        "homeowners in the northern districts while cutting funding for libraries and community centres across the "
+        "river and postponing the repair of the old harbour bridge until at least next year"
+    ),
+    "introductory phrase and a list": (
+        "After months of negotiations between the regional government, the national rail operator and three "
+        "private freight companies, the long-awaited agreement to reopen the disused line between Porthaven and "
+        "Millbrook to passenger traffic was finally signed on Friday, officials said."
+    ),
+    "abbreviations and quotes": (
+        "The U.S. Senate voted 52 to 48 on Thursday to extend the port subsidy. Mr. Okafor, the harbour master, "
+        'said ships would return by the weekend. "We will not go back to work until the offer improves," the '
+        "union leader told reporters outside the port gates on Monday morning."
+    ),
+    "very short": "Ferry services resume.",
+    "Polish": (
+        "Mieszkańcy Gdańska protestowali w sobotę przeciwko budowie nowej spalarni odpadów w dzielnicy Przeróbka. "
+        "Według organizatorów w marszu wzięło udział około trzech tysięcy osób, a prezydent miasta zapowiedziała "
+        "konsultacje społeczne. Inwestor twierdzi, że instalacja spełnia wszystkie normy."
+    ),
+    "Indonesian": (
+        "Ribuan nelayan di pesisir utara Jawa berunjuk rasa di depan kantor gubernur pada hari Senin untuk "
+        "menuntut harga solar yang lebih murah. Menurut serikat nelayan, harga bahan bakar naik dua kali lipat "
+        "dalam setahun terakhir. Pemerintah provinsi berjanji akan membahas tuntutan tersebut dengan kementerian "
+        "energi."
+    ),
+    "German": (
+        "Nach dem Hochwasser an der Elbe haben die Behörden in Dresden am Mittwoch die Sperrung der Altstadt "
+        "aufgehoben, aber mehrere Brücken bleiben wegen Schäden geschlossen. Die Stadt rechnet mit Kosten von "
+        "mehreren Millionen Euro."
+    ),
+    "Japanese": "東京都は月曜日、湾岸地区に新しい自転車道を建設する計画を発表した。住民の多くは計画を歓迎している。",
+}
+BOUNDARY_WORDS = {word.lower() for words in (ai.SUBORDINATE, ai.COORDINATE, ai.PHRASE) for word in words.split()}
+
+
+def ends_at_a_boundary(headline: str, material: str) -> bool:
+    """Whether `headline` is a stretch of `material` (first letter capitalised) that the material
+    continues with a sentence's end, a punctuation mark, or a word opening a clause or a phrase."""
+    flat = " ".join(material.split())
+    for found in re.finditer(re.escape(headline[1:]), flat):
+        if found.start() == 0 or flat[found.start() - 1].lower() != headline[0].lower():
+            continue
+        after = flat[found.end() :]
+        if not after or after[0] in ".!?,;:\u3002" or after.startswith((" -", " \u2013", " \u2014")):
+            return True
+        if after.split()[0].lower() in BOUNDARY_WORDS:
+            return True
+    return False
+
+
+def offline_chain(material: str, attempt: int) -> dict[str, dict[str, str]]:
+    artifacts: dict[str, dict[str, str]] = {}
+    for step in (SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE):
+        seed = f"summary:brief-042:run-1:{step}:attempt-{attempt}"
+        artifacts[step] = {"text": OfflineProvider().complete(**prompt(step, material), seed=seed).text.strip()}
+        material = artifacts[step]["text"]
+    return artifacts
+
+
+@pytest.mark.parametrize("source", NEWS.values(), ids=NEWS.keys())
+def test_offline__headline__varied_news__ends_at_a_boundary_within_the_limit_and_passes_the_gate(no_network, source):
+    for attempt in range(1, 13):
+        chain = offline_chain(source, attempt)
+        direct = OfflineProvider().complete(**prompt(SummaryStep.HEADLINE, source), seed=f"direct-{attempt}").text
+        for headline in (chain[SummaryStep.HEADLINE]["text"], direct):
+            assert "\n" not in headline and not headline.endswith(".")
+            assert 0 < len(headline) <= ai.HEADLINE_TARGET_CHARS <= HEADLINE_MAX_CHARS
+            assert cut_off_ending(headline) is None, headline
+            assert ends_at_a_boundary(headline, source), headline
+        assert quality_problems(chain) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "headline"),
+    [
+        # The issue's example: the sentence is too long, so the headline ends where a clause does,
+        # never at "…a cycling lane along".
+        (
+            NEWS["the issue's cycling lane"].split(". ")[0],
+            "Residents of the Eastgate district packed the town hall on Tuesday evening",
+        ),
+        # An introductory phrase is skipped, never the headline on its own.
+        (
+            "After a four-hour debate on Tuesday, the council criticised the lack of a cycling lane along the new "
+            "ring road that opened last month without any consultation.",
+            "The council criticised the lack of a cycling lane along the new ring road that opened last month",
+        ),
+        # No punctuation at all: the headline ends before an optional phrase ("by four percent").
+        (
+            NEWS["run-on without punctuation"],
+            "The city council voted late last night to approve a budget that raises property taxes",
+        ),
+        # A list's commas and two joined names are inside phrases.
+        (NEWS["introductory phrase and a list"], "The long-awaited agreement to reopen the disused line"),
+        # A complete short sentence is a headline as it stands.
+        (NEWS["very short"], "Ferry services resume"),
+        # No boundary at all: cut before a word that opens a phrase, within the target length.
+        (
+            "Protesters demanded " + " ".join(["the immediate resignation of the regional transport minister"] * 5),
+            "Protesters demanded the immediate resignation of the regional transport minister",
+        ),
+    ],
+    ids=["long-lede", "intro-phrase", "run-on", "list-and-names", "very-short", "no-boundary"],
+)
+def test_offline__headline__long_sentences__end_where_a_clause_or_phrase_does(no_network, source, headline):
+    for seed in SEEDS:
+        assert OfflineProvider().complete(**prompt(SummaryStep.HEADLINE, source), seed=seed).text == headline
+
+
+def test_offline__headline__abbreviations_and_quotes__never_split_or_left_open(no_network):
+    headlines = {
+        OfflineProvider().complete(**prompt(SummaryStep.HEADLINE, NEWS["abbreviations and quotes"]), seed=seed).text
+        for seed in SEEDS
+    }
+    assert headlines <= {
+        "The U.S. Senate voted 52 to 48 on Thursday to extend the port subsidy",
+        "Mr. Okafor, the harbour master, said ships would return by the weekend",
+    }
+    assert len(headlines) == 2  # the seed chooses among the sentences that offer a headline
 
 
 # --- provider_from_settings -------------------------------------------------------------------

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import datetime
 import sqlite3
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,13 +31,13 @@ from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
 from publishing.roles import Role
 from publishing.selectors import access_brief, get_revision_page
+from tests.reference_target import TOKEN
 from workers.actions.claims import claim_operations
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_retry_operation_now
 from workers.models import Attempt, AuditEvent, Conflict, Dependency, Operation
 from workers.runner import drain, run_operation
 
-TOKEN = "delivery-test-token"
 OTHER_PAYLOAD = {"title": "Harbour strike", "body": "Not what anyone approved."}
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,29 +51,6 @@ def _fast_retries(settings):
     """Retries a test does not measure happen at once; tests that measure backoff set their own."""
     settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
     settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
-
-
-@pytest.fixture
-def start_target(tmp_path: Path, settings) -> Iterator[Callable[..., ReferenceTarget]]:
-    """start_target(faults): a reference target served from a thread; Galley's settings point at it."""
-    started: list[ReferenceTarget] = []
-
-    def start(faults: Faults | None = None) -> ReferenceTarget:
-        target = ReferenceTarget(db_path=tmp_path / "target.sqlite3", token=TOKEN, faults=faults, port=0).start()
-        started.append(target)
-        settings.GALLEY_TARGET_URL = target.url
-        settings.GALLEY_TARGET_TOKEN = TOKEN
-        settings.GALLEY_TARGET_TIMEOUT_SECONDS = 5.0
-        return target
-
-    yield start
-    for target in started:
-        target.stop()
-
-
-@pytest.fixture
-def target(start_target) -> ReferenceTarget:
-    return start_target()
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from django.db import transaction
+from django.utils.html import escape
 
 from approvals.actions import check_decide_revision
 from publishing.actions import summaries
@@ -119,7 +120,8 @@ def test_atomic_continuation__pipeline_ends_in_exactly_one_first_revision_ready_
         ).exists()
     (revision,) = brief.revisions.all()
     artifacts = {a.step: a.content for a in StepArtifact.objects.filter(brief=brief)}
-    assert revision.payload == {"title": artifacts["headline"]["text"], "body": artifacts["draft"]["text"]}
+    # The editor's title, not the AI headline, which is only offered (test_brief_title__...).
+    assert revision.payload == {"title": "Harbour strike", "body": artifacts["draft"]["text"]}
     assert revision.author.username == summaries.PIPELINE_USERNAME
     assert provider.calls == ["outline", "draft", "headline"]
     assert [a.usage for a in Attempt.objects.filter(operation__in=operations.values()).order_by("started_at")][:3] == [
@@ -314,11 +316,17 @@ def test_atomic_continuation__an_editors_revision_is_never_overwritten_the_draft
     client.force_login(editor)
     page = client.get(brief.get_absolute_url())
     assert b'id="suggestion"' in page.content
-    response = client.post(f"/briefs/{brief.public_id}/suggestions/{run.number}/use/")
+    response = client.post(f"/briefs/{brief.public_id}/suggestions/{run.number}/use/", {"take": "draft"})
     assert response.status_code == 302
     latest = brief.revisions.order_by("-number").first()
     draft = StepArtifact.objects.get(identity=step_identity(brief.public_id, run.source_hash, "draft"))
-    assert (latest.number, latest.author, latest.body) == (2, editor, draft.content["text"])
+    # The editor took the draft and kept their own title.
+    assert (latest.number, latest.author, latest.title, latest.body) == (
+        2,
+        editor,
+        "Editor's own",
+        draft.content["text"],
+    )
     assert mine.number == 1
 
 
@@ -328,7 +336,9 @@ def test_brief_page__shows_each_step_its_state_attempts_tokens_and_artifact(edit
     client.force_login(editor)
     waiting = client.get(brief.get_absolute_url()).content.decode()
     assert 'data-step="outline" data-state="pending"' in waiting
-    assert 'http-equiv="refresh"' in waiting
+    # The steps' region follows them live (htmx polls its partial); the page never reloads itself.
+    assert f'id="brief-live" hx-get="/briefs/{brief.public_id}/live/"' in waiting
+    assert 'http-equiv="refresh"' not in waiting
     run_pipeline()
     done = client.get(brief.get_absolute_url()).content.decode()
     for step in STEPS:
@@ -379,3 +389,54 @@ def test_retry_by_failure_kind__operator_retry_of_a_dead_step_resumes_from_the_l
     assert rejecting.calls == ["outline", "draft", "draft", "headline"]  # the outline was not asked again
     assert brief.revisions.count() == 1
     assert AuditEvent.objects.filter(event_type="operation.retry_now", actor=operator).count() == 1
+
+
+# --- the brief's title: kept in revision 1, the headline only offered --------------------------------
+
+NEWS_SOURCE = (
+    "Residents of the Eastgate district packed the town hall on Tuesday evening and criticised the lack of a "
+    "cycling lane along the new ring road that the council opened last month. The council said a consultation "
+    "would start in the spring. Cyclists have staged two protest rides since the road opened. A large language "
+    "model drafted the council's reply, officials admitted."
+)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_brief_title__revision_1_keeps_the_editors_title__the_headline_is_a_suggestion_they_can_use(
+    editor, client, monkeypatch
+):
+    monkeypatch.setattr(ai_providers, "provider_from_settings", ai_providers.OfflineProvider)
+    with transaction.atomic(durable=True):
+        brief = check_create_brief(title="Eastgate cycling row", source_material=NEWS_SOURCE, acting_user=editor)
+    run_pipeline()
+    run = SummaryRun.objects.get(brief=brief)
+    (first,) = brief.revisions.all()
+    artifacts = {a.step: a.content for a in StepArtifact.objects.filter(brief=brief)}
+    headline = artifacts["headline"]["text"]
+    assert (run.status, run.revision_id, run.suggestion) == ("completed", first.id, False)
+    assert first.payload == {"title": "Eastgate cycling row", "body": artifacts["draft"]["text"]}
+    assert headline != first.title
+
+    client.force_login(editor)
+    page = client.get(brief.get_absolute_url()).content.decode()
+    assert 'id="suggestion"' in page and escape(headline) in page
+    assert 'name="take" value="headline"' in page
+    url = f"/briefs/{brief.public_id}/suggestions/{run.number}/use/"
+
+    # Taking the draft needs a run that did not write it; a request naming nothing is refused.
+    for data, message in [
+        ({"take": "draft"}, f"{brief.public_id} has no completed suggestion from summary run {run.number}."),
+        ({}, "Choose what to use from the suggestion: the headline as the title, the draft as the body, or both."),
+    ]:
+        refused = client.post(url, data, follow=True)
+        assert message in [str(m) for m in refused.context["messages"]]
+        assert brief.revisions.count() == 1
+
+    response = client.post(url, {"take": "headline"})
+    assert response.status_code == 302
+    second = brief.revisions.order_by("-number").first()
+    assert (second.number, second.author, second.payload) == (2, editor, {"title": headline, "body": first.body})
+    assert 'id="suggestion"' not in client.get(brief.get_absolute_url()).content.decode()
+    again = client.post(url, {"take": "headline"}, follow=True)
+    assert "Revision 2 already holds this text." in [str(m) for m in again.context["messages"]]
+    assert brief.revisions.count() == 2

@@ -1,0 +1,201 @@
+"""Notifications: written in the transaction of the event they tell, each with the intent to email it.
+
+The email itself is a network call, so it never happens here: each notification's operation
+`email:notification-<id>` commits with it (invariant 5) and a worker sends it
+(publishing.handlers.notifications). Kept apart from approvals.actions so that publishing's
+actions (publication, verification) can notify without importing the decisions that import them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from approvals.models import Approval, Assignment, Comment, Notification
+from publishing.identities import PUBLISH, VERIFY
+from publishing.models import Brief, Revision
+from publishing.roles import Role
+from workers.actions.enqueue import enqueue_operation
+from workers.registry import OperatorNeeded
+
+NOTIFICATION_EMAIL = "notification_email"
+
+
+def notification_email_key(notification_id: int) -> str:
+    return f"email:notification-{notification_id}"
+
+
+@transaction.atomic(savepoint=False)
+def do_notify(
+    recipients: Iterable[User | None],
+    *,
+    event: str,
+    brief: Brief,
+    message: str,
+    revision_number: int | None = None,
+    acting_user: User | None = None,
+) -> list[Notification]:
+    """One notification per recipient (never the actor, never twice, only active accounts), each
+    with its email intent when the recipient has an address, in the caller's transaction."""
+    seen: set[int] = set()
+    chosen = []
+    for user in recipients:
+        if user is None or not user.is_active or user.pk in seen or (acting_user and user.pk == acting_user.pk):
+            continue
+        seen.add(user.pk)
+        chosen.append(user)
+    notifications = Notification.objects.bulk_create(
+        Notification(recipient=user, event=event, brief=brief, revision_number=revision_number, message=message[:500])
+        for user in chosen
+    )
+    for notification in notifications:
+        if not notification.recipient.email:
+            continue
+        enqueue_operation(
+            key=notification_email_key(notification.pk),
+            kind=NOTIFICATION_EMAIL,
+            payload_hash=hashlib.sha256(f"{notification.recipient_id}\n{message}".encode()).hexdigest(),
+            subject_type="notification",
+            subject_id=str(notification.pk),
+        )
+    return notifications
+
+
+def _members(role: Role) -> list[User]:
+    return list(User.objects.filter(is_active=True, groups__name=role.value).order_by("id"))
+
+
+def _reviewers(brief: Brief) -> list[User]:
+    """Who reviews the brief: its open assignment's approver or group, else every approver."""
+    assignment = Assignment.objects.filter(brief=brief, ended_at__isnull=True).select_related("assignee").first()
+    if assignment is None:
+        return _members(Role.APPROVER)
+    if assignment.assignee is not None:
+        return [assignment.assignee]
+    return list(User.objects.filter(is_active=True, groups=assignment.group_id).order_by("id"))
+
+
+def _authors(brief: Brief, revision: Revision | None = None) -> list[User | None]:
+    return [brief.author, revision.author if revision is not None else None]
+
+
+def do_notify_assigned(assignment: Assignment, *, acting_user: User) -> None:
+    brief = assignment.brief
+    recipients = (
+        [assignment.assignee]
+        if assignment.assignee is not None
+        else User.objects.filter(is_active=True, groups=assignment.group_id).order_by("id")
+    )
+    do_notify(
+        recipients,
+        event=Notification.Event.ASSIGNED,
+        brief=brief,
+        message=f"{acting_user} asked you to review {brief.public_id} “{brief.title}”.",
+        acting_user=acting_user,
+    )
+
+
+def do_notify_submitted(revision: Revision, *, acting_user: User) -> None:
+    brief = revision.brief
+    do_notify(
+        _reviewers(brief),
+        event=Notification.Event.SUBMITTED,
+        brief=brief,
+        revision_number=revision.number,
+        message=f"Revision {revision.number} of {brief.public_id} “{revision.title}” is waiting for review.",
+        acting_user=acting_user,
+    )
+
+
+def do_notify_decided(revision: Revision, *, decision: str, acting_user: User) -> None:
+    brief = revision.brief
+    event = Notification.Event(decision)
+    do_notify(
+        _authors(brief, revision),
+        event=event,
+        brief=brief,
+        revision_number=revision.number,
+        message=f"{acting_user}: {event.label.lower()} on revision {revision.number} of {brief.public_id}.",
+        acting_user=acting_user,
+    )
+
+
+def do_notify_commented(comment: Comment, *, acting_user: User) -> None:
+    revision = comment.revision
+    brief = revision.brief
+    thread_id = comment.parent_id or comment.pk
+    participants = User.objects.filter(
+        id__in=Comment.objects.filter(Q(id=thread_id) | Q(parent_id=thread_id)).values("author_id")
+    )
+    verb = "replied" if comment.parent_id else "commented"
+    do_notify(
+        [*_authors(brief, revision), *participants],
+        event=Notification.Event.COMMENTED,
+        brief=brief,
+        revision_number=revision.number,
+        message=f"{acting_user} {verb} on revision {revision.number} of {brief.public_id}: {comment.body[:200]}",
+        acting_user=acting_user,
+    )
+
+
+def do_notify_published(brief: Brief, *, revision_number: int, permalink: str) -> None:
+    """In the verify operation's finalize: the brief's author and whoever approved the revision."""
+    approvers = User.objects.filter(
+        approvals__revision__brief=brief,
+        approvals__revision__number=revision_number,
+        approvals__decision=Approval.Decision.APPROVED,
+    )
+    do_notify(
+        [brief.author, *approvers],
+        event=Notification.Event.PUBLISHED,
+        brief=brief,
+        revision_number=revision_number,
+        message=f"Revision {revision_number} of {brief.public_id} is published and verified at {permalink}.",
+    )
+
+
+def do_notify_publish_problem(needed: OperatorNeeded) -> None:
+    """Registered with the workers (approvals.apps): a publish or verify that comes to need an operator
+    (a dead letter or a conflict) tells the operators and the brief's author, in the transaction
+    that records it."""
+    if needed.kind not in (PUBLISH, VERIFY) or needed.subject_type != "brief":
+        return
+    brief = Brief.objects.select_related("author").filter(public_id=needed.subject_id).first()
+    if brief is None:
+        return
+    revision_number = needed.arguments.get("revision")
+    do_notify(
+        [brief.author, *_members(Role.OPERATOR)],
+        event=Notification.Event.PUBLISH_FAILED,
+        brief=brief,
+        revision_number=revision_number,
+        message=(
+            f"Publishing revision {revision_number} of {brief.public_id} needs an operator "
+            f"({needed.status}): {needed.message}"
+        ),
+    )
+
+
+@transaction.atomic(savepoint=False)
+def do_mark_read(user: User, *, notification_id: int | None = None) -> int:
+    """Mark one notification of `user` (or all of them) read; returns how many changed. Not audited:
+    it is the reader's own state, and changes nothing anyone else sees."""
+    unread = Notification.objects.filter(recipient=user, read_at__isnull=True)
+    if notification_id is not None:
+        unread = unread.filter(id=notification_id)
+    return unread.update(read_at=timezone.now())
+
+
+@transaction.atomic(savepoint=False)
+def do_record_notification_emailed(notification: Notification) -> bool:
+    """In the email operation's fenced finalize: the email was handed to the backend. Returns
+    whether this call recorded it (False when an earlier run already had). The send itself is on
+    record as the operation's attempt; this only keeps a second run from sending again."""
+    return bool(
+        Notification.objects.filter(id=notification.pk, emailed_at__isnull=True).update(emailed_at=timezone.now())
+    )

@@ -1,0 +1,57 @@
+"""The review workflow's blocks on publishing's pages: {% revision_threads %} and {% brief_review %}.
+
+Tags rather than view context, so publishing's views stay as they are; each block is one or two
+queries, whatever the number of threads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from approvals.actions import APPROVERS_GROUP
+from approvals.forms import CommentForm
+from approvals.selectors import get_open_assignment, list_assignable_approvers, list_brief_threads, list_threads
+from publishing.models import Brief, Revision
+
+register = template.Library()
+
+
+def _may_review(context: template.Context) -> bool:
+    return bool(context.get("is_editor") or context.get("is_approver"))
+
+
+@register.inclusion_tag("approvals/_threads.html", takes_context=True)
+def revision_threads(context: template.Context, revision: Revision) -> dict[str, Any]:
+    """The revision's comment threads with reply, resolve and reopen, and a form for a new thread.
+    A refused comment (`comment_form` in the page's context) comes back in the form it was sent
+    from, with its text and the reason."""
+    threads = list(list_threads(revision))
+    sent = context.get("comment_form")
+    refused_in = sent.replies_to() if isinstance(sent, CommentForm) else None
+    if refused_in and refused_in not in {str(thread.pk) for thread in threads}:
+        refused_in = ""  # a reply to no thread of this revision: its text comes back in the new-comment form
+    return {
+        "revision": revision,
+        "threads": threads,
+        "may_review": _may_review(context),
+        "sent_form": sent,
+        "refused_in": refused_in,
+        "new_form": sent if refused_in == "" else CommentForm(),
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.inclusion_tag("approvals/_brief_review.html", takes_context=True)
+def brief_review(context: template.Context, brief: Brief) -> dict[str, Any]:
+    """Who reviews the brief (and the form to assign it), and every revision's comment threads."""
+    may_review = _may_review(context)
+    return {
+        "brief": brief,
+        "assignment": get_open_assignment(brief),
+        "approvers": list(list_assignable_approvers()) if may_review else [],
+        "group_value": APPROVERS_GROUP,
+        "threads": list(list_brief_threads(brief)),
+        "may_review": may_review,
+        "csrf_token": context.get("csrf_token"),
+    }

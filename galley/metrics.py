@@ -1,0 +1,192 @@
+"""Prometheus metrics at /metrics (PRODUCT.md §7.6), for operators and for a scraper with a token.
+
+Two sources, one exposition:
+
+- what the database knows (operations by state and kind, attempts by outcome and failure kind, the
+  approval → published latency histogram, the queue's oldest due age, expired leases, open
+  conflicts) is read at scrape time by `DatabaseCollector`, through the same selectors as the ops
+  page: nothing is counted twice, and every web process answers alike;
+- what only a web process sees (requests by method, route name and status, and their latency) is
+  counted by `RequestMetricsMiddleware` in that process. Under gunicorn each worker process has its
+  own counts; with PROMETHEUS_MULTIPROC_DIR set, prometheus-client's multiprocess mode writes them
+  to files there and a scrape of any process sums them all (README, "Operations page and metrics").
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from publishing.roles import Role, has_role
+from publishing.selectors import get_publish_latency_histogram
+from workers.selectors import get_queue_summary, list_attempt_totals, list_queue_depth
+
+logger = logging.getLogger(__name__)
+
+# Seconds from approval to a verified publication: a healthy publication takes a few seconds, a
+# retried one minutes, one that waited for an operator hours.
+LATENCY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+# Any other method is counted as "other", so a client cannot grow the label set.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+HTTP_REQUESTS = Counter(
+    "galley_http_requests", "HTTP requests answered, by method, route name and status.", ["method", "route", "status"]
+)
+HTTP_LATENCY = Histogram(
+    "galley_http_request_duration_seconds", "Time to answer an HTTP request, by method and route.", ["method", "route"]
+)
+
+
+class RequestMetricsMiddleware:
+    """Counts every request Django routes (static files are answered before it) by method, route
+    name and status, and times it. The route is the URL pattern's name, never the path, so the
+    number of series stays bounded; a path that matches no pattern is "unmatched"."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        route = match.view_name if match is not None else "unmatched"
+        method = request.method if request.method in METHODS else "other"
+        HTTP_REQUESTS.labels(method, route, str(response.status_code)).inc()
+        HTTP_LATENCY.labels(method, route).observe(time.perf_counter() - started)
+        return response
+
+
+class DatabaseCollector(Collector):
+    """Galley's state as metrics, read from the database at each scrape (a few aggregate statements).
+    If the database does not answer, `galley_database_up` is 0 and the other database metrics are
+    left out, so the scrape itself still succeeds."""
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("galley_database_up", "1 if the database answered this scrape's queries, else 0.")
+        try:
+            metrics = list(self._from_database())
+        except DatabaseError as exc:
+            logger.warning("metrics: database unreachable: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from metrics
+
+    def _from_database(self) -> Iterator[Metric]:
+        operations = GaugeMetricFamily(
+            "galley_operations",
+            "Operations kept (finished ones until purged), by state and kind.",
+            labels=["state", "kind"],
+        )
+        for cell in list_queue_depth():
+            operations.add_metric([cell.status, cell.kind], cell.count)
+        yield operations
+
+        summary = get_queue_summary()
+        for name, help_text, value in (
+            ("galley_operations_due", "Pending or retrying operations due now and not yet claimed.", summary.due),
+            ("galley_leases_expired", "Running operations whose lease has expired.", summary.expired_leases),
+            ("galley_conflicts_open", "Conflicts no operator has resolved yet.", summary.open_conflicts),
+            (
+                "galley_operations_needing_operator",
+                "Dead or conflicting operations waiting for an operator.",
+                summary.needs_operator,
+            ),
+        ):
+            yield GaugeMetricFamily(name, help_text, value=value)
+        age = summary.oldest_due_age.total_seconds() if summary.oldest_due_age else 0.0
+        yield GaugeMetricFamily(
+            "galley_queue_oldest_due_age_seconds",
+            "How long the operation due longest has waited past its due time without a claim (0 when none is due).",
+            value=age,
+        )
+
+        attempts = CounterMetricFamily(
+            "galley_attempts",
+            'Attempts kept (purged with their finished operation), by outcome ("" while in flight) and failure kind.',
+            labels=["outcome", "error_kind"],
+        )
+        for tally in list_attempt_totals():
+            attempts.add_metric([tally.outcome, tally.error_kind], tally.count)
+        yield attempts
+
+        histogram = get_publish_latency_histogram(bounds=LATENCY_BUCKETS)
+        buckets = [(floatToGoString(bound), count) for bound, count in histogram.buckets]
+        yield HistogramMetricFamily(
+            "galley_approval_to_published_seconds",
+            "From a revision's first approval to the read-back that showed it published, per publication.",
+            buckets=[*buckets, ("+Inf", histogram.count)],
+            sum_value=histogram.sum_seconds,
+        )
+
+
+class WebProcessCollector(Collector):
+    """This process's own metrics (the HTTP ones, and prometheus-client's process and platform
+    collectors), or, in multiprocess mode, every process's HTTP metrics summed from the files."""
+
+    def __init__(self) -> None:
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if directory:
+            self.source = CollectorRegistry()
+            multiprocess.MultiProcessCollector(self.source, path=directory)
+        else:
+            self.source = REGISTRY
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.source.collect()
+
+
+def exposition() -> bytes:
+    """The whole exposition, built afresh for each scrape."""
+    registry = CollectorRegistry()
+    registry.register(WebProcessCollector())
+    registry.register(DatabaseCollector())
+    return generate_latest(registry)
+
+
+def _refusal(status: int, text: str) -> HttpResponse:
+    response = HttpResponse(f"{text}\n", status=status, content_type="text/plain; charset=utf-8")
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="galley-metrics"'
+    return response
+
+
+def _token_presented(request: HttpRequest) -> str | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+@require_GET
+@never_cache
+@login_not_required
+def metrics(request: HttpRequest) -> HttpResponse:
+    """The exposition for a signed-in operator, or for a bearer of GALLEY_METRICS_TOKEN (compared in
+    constant time); 401 for anyone else without a session, 403 for a signed-in non-operator. A
+    refusal carries no data."""
+    presented = _token_presented(request)
+    expected = settings.GALLEY_METRICS_TOKEN
+    if presented is not None:
+        if not (expected and hmac.compare_digest(presented.encode(), expected.encode())):
+            return _refusal(401, "The metrics token is not valid.")
+    elif not has_role(request.user, Role.OPERATOR):
+        if request.user.is_authenticated:
+            return _refusal(403, "Only members of Operators, or a scraper with the metrics token, can read metrics.")
+        return _refusal(401, "Sign in as an operator, or send the metrics token as a bearer token.")
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,291 @@
+"""The operators' page, /ops/: the queue at a glance, what needs a hand, and the last hour in charts.
+
+Operators only (the role that works the admin). Every figure comes from the selectors of
+workers (operations, attempts, conflicts) and publishing (approval → published latency), each
+one aggregate statement, so the page costs the same number of queries for ten briefs or a
+million. The charts are SVG drawn here, on the server: no script, nothing from another site.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from publishing.identities import PUBLISH, VERIFY
+from publishing.live import Partial, live_partial
+from publishing.roles import Role, require_role
+from publishing.selectors import list_publish_latency_per_minute
+from workers.models import Attempt, Operation, OperationStatus
+from workers.selectors import (
+    MinuteCount,
+    QueueSummary,
+    get_queue_summary,
+    list_attempts_per_minute,
+    list_dead_letters,
+    list_expired_leases,
+    list_open_conflicts,
+    list_queue_depth,
+    list_succeeded_per_minute,
+)
+
+WINDOW_MINUTES = 60
+LISTED = 20  # rows of each list (dead letters, expired leases, conflicts); the admin has the rest
+# Publish and verify operations are settled on the admin's "Publication problems" pages.
+PUBLICATION_KINDS = (PUBLISH, VERIFY)
+
+# Chart geometry, in the SVG's own units; the SVG scales to the width it is given.
+WIDTH, HEIGHT = 320, 170
+LEFT, RIGHT, TOP, BOTTOM = 34, 6, 10, 22
+
+
+@dataclass(frozen=True)
+class ChartPoint:
+    x: float
+    y: float
+    label: str
+
+
+@dataclass(frozen=True)
+class ChartSeries:
+    name: str
+    css: str  # one of the chart-series-N classes in galley.css
+    lines: list[str]  # SVG polyline `points`, one per run of minutes that have a value
+    points: list[ChartPoint]
+    total: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    ident: str
+    title: str
+    unit: str
+    series: list[ChartSeries]
+    y_ticks: list[tuple[float, str]]
+    x_ticks: list[tuple[float, str]]
+
+    @property
+    def has_data(self) -> bool:
+        return any(series.points for series in self.series)
+
+    @property
+    def width(self) -> int:
+        return WIDTH
+
+    @property
+    def height(self) -> int:
+        return HEIGHT
+
+    @property
+    def plot_left(self) -> int:
+        return LEFT
+
+    @property
+    def plot_right(self) -> int:
+        return WIDTH - RIGHT
+
+    @property
+    def plot_bottom(self) -> int:
+        return HEIGHT - BOTTOM
+
+
+def _nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2 or 5 times a power of ten at least `value`: an axis that ends on a round number."""
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** math.floor(math.log10(value))
+    return next(step * magnitude for step in (1, 2, 5, 10) if step * magnitude >= value)
+
+
+def build_chart(
+    *,
+    ident: str,
+    title: str,
+    unit: str,
+    minutes: Sequence[datetime.datetime],
+    series: Iterable[tuple[str, Sequence[float | None], str]],
+    describe: str,
+) -> Chart:
+    """A line chart of per-minute values (None: nothing that minute, drawn as a gap).
+
+    `series` holds (name, values, total shown in the legend); `describe` formats a point's
+    tooltip from the series name, the minute and the value.
+    """
+    series = list(series)
+    top = _nice_ceiling(max((v for _, values, _ in series for v in values if v is not None), default=0.0))
+    span_x = WIDTH - LEFT - RIGHT
+    span_y = HEIGHT - TOP - BOTTOM
+    step = span_x / max(len(minutes) - 1, 1)
+
+    def xy(index: int, value: float) -> tuple[float, float]:
+        return round(LEFT + index * step, 1), round(TOP + span_y * (1 - value / top), 1)
+
+    drawn = []
+    for number, (name, values, total) in enumerate(series):
+        lines: list[str] = []
+        points: list[ChartPoint] = []
+        run: list[str] = []
+        for index, value in enumerate(values):
+            if value is None:
+                if run:
+                    lines.append(" ".join(run))
+                run = []
+                continue
+            x, y = xy(index, value)
+            run.append(f"{x},{y}")
+            if value:  # a minute of nothing is the line itself, not a point worth a tooltip
+                label = describe.format(series=name, minute=f"{minutes[index]:%H:%M}", value=_number(value))
+                points.append(ChartPoint(x=x, y=y, label=label))
+        if run:
+            lines.append(" ".join(run))
+        drawn.append(ChartSeries(name=name, css=f"chart-series-{number % 6}", lines=lines, points=points, total=total))
+    y_ticks = [(round(TOP + span_y * (1 - share), 1), _number(top * share)) for share in (0, 0.5, 1)]
+    last = len(minutes) - 1
+    x_ticks = [(round(LEFT + index * step, 1), f"{minutes[index]:%H:%M}") for index in (0, last // 2, last)]
+    return Chart(ident=ident, title=title, unit=unit, series=drawn, y_ticks=y_ticks, x_ticks=x_ticks)
+
+
+def _total(values: Sequence[float | None]) -> str:
+    return _number(sum(value or 0 for value in values))
+
+
+def _number(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 or float(value).is_integer() else f"{value:.2g}"
+
+
+def duration(delta: datetime.timedelta | None) -> str:
+    """A short human duration: "45 s", "3 min 20 s", "2 h 5 min"; "—" for none."""
+    if delta is None:
+        return "—"
+    seconds = max(int(delta.total_seconds()), 0)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def _per_minute(
+    rows: Iterable[MinuteCount], minutes: Sequence[datetime.datetime], *, series: Iterable[str] = ()
+) -> dict[str, list[float | None]]:
+    """Aggregated rows as one zero-filled list of counts per series, one entry per minute; each of
+    `series` is there even with nothing in the window."""
+    index = {minute: position for position, minute in enumerate(minutes)}
+    table: dict[str, list[float | None]] = {name: [0.0] * len(minutes) for name in series}
+    for row in rows:
+        if row.minute in index:
+            table.setdefault(row.series, [0.0] * len(minutes))[index[row.minute]] = float(row.count)
+    return table
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    operation: Operation
+    admin_url: str
+    age: str = ""
+
+
+def _admin_url(operation: Operation) -> str:
+    if operation.kind in PUBLICATION_KINDS:
+        return reverse("admin:publishing_publicationproblem_change", args=[operation.id])
+    return reverse("admin:workers_operation_change", args=[operation.id])
+
+
+@require_GET
+@never_cache
+def ops(request: HttpRequest) -> HttpResponse:
+    require_role(request.user, Role.OPERATOR, to="see the operations page")
+    now = timezone.now().replace(second=0, microsecond=0)
+    minutes = [now - datetime.timedelta(minutes=WINDOW_MINUTES - 1 - offset) for offset in range(WINDOW_MINUTES)]
+    since = minutes[0]
+
+    summary = get_queue_summary()
+    cells = list_queue_depth()
+    statuses = [status for status in OperationStatus if any(cell.status == status for cell in cells)]
+    depth: dict[str, dict[str, int]] = defaultdict(dict)
+    for cell in cells:
+        depth[cell.kind][cell.status] = cell.count
+    queue_rows = [(kind, [counts.get(status, 0) for status in statuses]) for kind, counts in sorted(depth.items())]
+
+    attempts = _per_minute(list_attempts_per_minute(since=since), minutes)
+    outcome_labels = dict(Attempt.Outcome.choices)
+    attempt_series = [
+        (outcome_labels.get(outcome, outcome), values, _total(values)) for outcome, values in sorted(attempts.items())
+    ]
+    throughput = _per_minute(
+        list_succeeded_per_minute(kinds=PUBLICATION_KINDS, since=since), minutes, series=PUBLICATION_KINDS
+    )
+    latency_rows = {row.minute: row for row in list_publish_latency_per_minute(since=since)}
+    latency = [latency_rows.get(minute) for minute in minutes]
+    published = sum(row.publications for row in latency_rows.values())
+
+    charts = [
+        build_chart(
+            ident="chart-throughput",
+            title="Publish throughput",
+            unit="operations succeeded per minute",
+            minutes=minutes,
+            series=[(kind, throughput[kind], _total(throughput[kind])) for kind in PUBLICATION_KINDS],
+            describe="{minute}: {value} {series} succeeded",
+        ),
+        build_chart(
+            ident="chart-latency",
+            title="Approval → published latency",
+            unit="seconds, per minute of publication",
+            minutes=minutes,
+            series=[
+                (
+                    "mean",
+                    [row.mean.total_seconds() if row else None for row in latency],
+                    f"{published} published",
+                ),
+                ("longest", [row.longest.total_seconds() if row else None for row in latency], ""),
+            ],
+            describe="{minute}: {series} {value} s",
+        ),
+        build_chart(
+            ident="chart-attempts",
+            title="Attempts per minute by outcome",
+            unit="attempts finished per minute",
+            minutes=minutes,
+            series=attempt_series,
+            describe="{minute}: {value} {series}",
+        ),
+    ]
+    context = {
+        **_status_context(summary, now),
+        "statuses": [(status.value, status.label) for status in statuses],
+        "queue_rows": queue_rows,
+        "attempt_totals": [(label, total) for label, _, total in attempt_series],
+        "charts": charts,
+        "dead_letters": [ProblemRow(op, _admin_url(op)) for op in list_dead_letters(limit=LISTED)],
+        "expired_leases": [
+            ProblemRow(lease.operation, _admin_url(lease.operation), duration(lease.expired_for))
+            for lease in list_expired_leases(limit=LISTED)
+        ],
+        "conflicts": list_open_conflicts(limit=LISTED),
+        "window_minutes": WINDOW_MINUTES,
+    }
+    return render(request, "ops/ops.html", context)
+
+
+def _status_context(summary: QueueSummary, now: datetime.datetime) -> dict[str, object]:
+    return {"summary": summary, "oldest_due_age": duration(summary.oldest_due_age), "now": now}
+
+
+@live_partial("ops")
+def ops_live(request: HttpRequest) -> Partial:
+    """The "Now" tiles, polled by the page. Always live: an operator watches for work that has not
+    arrived yet, so an empty queue is no reason to stop."""
+    require_role(request.user, Role.OPERATOR, to="see the operations page")
+    now = timezone.now().replace(second=0, microsecond=0)
+    return Partial("ops/_status.html", _status_context(get_queue_summary(), now), live=True)

@@ -1,0 +1,235 @@
+"""The brief page's timeline: everything that happened to one brief, as one list, newest first.
+
+A selector module: eight queries whatever the number of revisions, runs, operations, attempts,
+decisions or comments (each kind is read once, with what its entries name joined in)."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from django.urls import reverse
+
+from approvals.models import Approval, Assignment, Comment
+from publishing.identities import PUBLISH, SUMMARY_STEP, VERIFY
+from publishing.models import Brief, Publication, Revision, SummaryRun
+from publishing.roles import AnyUser, Role, has_role
+from publishing.summary_rules import SummaryStep
+from workers.models import Attempt, Operation
+
+# Who did it, when no person did: the pipeline and the publisher run in workers.
+GALLEY = "Galley"
+WORKER = "a worker"
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    at: datetime.datetime
+    kind: str  # revision | summary_run | operation | attempt | decision | comment | assignment | publication
+    actor: str
+    description: str
+    status: str = ""  # a status badge (its CSS name) and its label, if the entry has one
+    status_label: str = ""
+    link: str = ""
+    link_label: str = ""
+    text: str = ""  # a decision's or comment's own words
+    # Engineer detail (hashes, fencing tokens, worker ids, operation keys): folded away unless
+    # the viewer is an operator.
+    detail: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Timeline:
+    entries: list[TimelineEntry]  # newest first
+    detail_open: bool
+    work_in_progress: bool  # an operation of the brief (summary step, publish, check) is unfinished
+
+
+def _revision_url(public_id: str, number: int) -> str:
+    return reverse("publishing:revision", args=[public_id, number])
+
+
+def _operation_label(operation: Operation) -> tuple[str, str]:
+    """What the operation does, in words, and the revision page it concerns (if any)."""
+    arguments = operation.arguments or {}
+    number = arguments.get("revision")
+    if operation.kind == SUMMARY_STEP:
+        step = arguments.get("step", "")
+        label = SummaryStep(step).label if step in SummaryStep.values else str(step)
+        return f"Summary run {arguments.get('run', '?')}, step “{label}”", ""
+    if operation.kind in (PUBLISH, VERIFY) and isinstance(number, int):
+        verb = "Publish" if operation.kind == PUBLISH else "Read-back check"
+        return f"{verb} of revision {number}", _revision_url(operation.subject_id, number)
+    return operation.kind.replace("_", " ").capitalize(), ""
+
+
+def _operation_entries(operation: Operation) -> list[TimelineEntry]:
+    label, link = _operation_label(operation)
+    entries = [
+        TimelineEntry(
+            at=operation.created_at,
+            kind="operation",
+            actor=GALLEY,
+            description=f"{label} queued",
+            status=str(operation.status),
+            status_label=operation.get_status_display(),
+            link=link,
+            link_label="the revision" if link else "",
+            text=operation.last_error_message if operation.needs_operator else "",
+            detail=(
+                ("Operation key", operation.key),
+                ("Payload hash", operation.payload_hash),
+                ("Attempts", f"{operation.attempts} of {operation.max_attempts}"),
+            ),
+        )
+    ]
+    attempt: Attempt
+    for attempt in operation.attempt_set.all():
+        outcome = attempt.get_outcome_display() or ("running" if attempt.finished_at is None else "ended")
+        if attempt.error_kind:
+            outcome += f" ({attempt.error_kind}{f' {attempt.http_status}' if attempt.http_status else ''})"
+        if attempt.duration_ms is not None:
+            outcome += f", {attempt.duration_ms} ms"
+        entries.append(
+            TimelineEntry(
+                at=attempt.started_at,
+                kind="attempt",
+                actor=WORKER,
+                description=f"{label}, attempt {attempt.number}: {outcome}",
+                status=attempt.outcome or "running",
+                status_label=attempt.get_outcome_display() or "Running",
+                text=attempt.error_message,
+                detail=(
+                    ("Worker", attempt.worker_id),
+                    ("Fencing token", str(attempt.fencing_token)),
+                    ("Operation key", operation.key),
+                ),
+            )
+        )
+    return entries
+
+
+def _revision_entry(public_id: str, revision: Revision) -> TimelineEntry:
+    return TimelineEntry(
+        at=revision.created_at,
+        kind="revision",
+        actor=revision.author.get_username(),
+        description=f"Wrote revision {revision.number}: “{revision.title}”",
+        link=_revision_url(public_id, revision.number),
+        link_label=f"Revision {revision.number}",
+        detail=(("Payload hash", revision.payload_hash),),
+    )
+
+
+def _run_entries(run: SummaryRun) -> list[TimelineEntry]:
+    entries = [
+        TimelineEntry(
+            at=run.created_at,
+            kind="summary_run",
+            actor=GALLEY,
+            description=f"Summary run {run.number} started on the source material",
+            status=str(run.status),
+            status_label=run.get_status_display(),
+            detail=(("Source hash", run.source_hash),),
+        )
+    ]
+    if run.finished_at is not None:
+        entries.append(
+            TimelineEntry(
+                at=run.finished_at,
+                kind="summary_run",
+                actor=GALLEY,
+                description=f"Summary run {run.number} ended: {run.get_status_display().lower()}",
+                status=str(run.status),
+                status_label=run.get_status_display(),
+            )
+        )
+    return entries
+
+
+def _decision_entry(public_id: str, approval: Approval) -> TimelineEntry:
+    number = approval.revision.number
+    verb = "Approved" if approval.decision == Approval.Decision.APPROVED else "Requested changes on"
+    return TimelineEntry(
+        at=approval.created_at,
+        kind="decision",
+        actor=approval.approver.get_username(),
+        description=f"{verb} revision {number}",
+        status=str(approval.decision),
+        status_label=approval.get_decision_display(),
+        link=_revision_url(public_id, number),
+        link_label=f"Revision {number}",
+        text=approval.comment,
+        detail=(("Payload hash reviewed", approval.payload_hash),),
+    )
+
+
+def _comment_entry(public_id: str, comment: Comment) -> TimelineEntry:
+    number = comment.revision.number
+    return TimelineEntry(
+        at=comment.created_at,
+        kind="comment",
+        actor=comment.author.get_username(),
+        description=f"{'Replied in a thread' if comment.parent_id else 'Started a thread'} on revision {number}",
+        link=f"{_revision_url(public_id, number)}#comment-{comment.parent_id or comment.pk}",
+        link_label="The thread",
+        text=comment.body,
+    )
+
+
+def _assignment_entry(assignment: Assignment) -> TimelineEntry:
+    return TimelineEntry(
+        at=assignment.created_at,
+        kind="assignment",
+        actor=assignment.assigned_by.get_username(),
+        description=f"Assigned the review to {assignment.assignee_name}",
+    )
+
+
+def _publication_entry(public_id: str, publication: Publication) -> TimelineEntry:
+    number = publication.revision.number
+    verified = publication.verified_at is not None
+    return TimelineEntry(
+        at=publication.verified_at or publication.created_at,
+        kind="publication",
+        actor=GALLEY,
+        description=f"Revision {number} {'published, read back and verified' if verified else 'applied at the target'}",
+        status="published" if verified else "publishing",
+        status_label="Published" if verified else "Verifying",
+        link=publication.permalink,
+        link_label=publication.permalink,
+        detail=(
+            ("External id", publication.external_id),
+            ("Payload hash", publication.payload_hash),
+            ("Operation key", publication.operation_key),
+        ),
+    )
+
+
+def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
+    """Every revision, summary run, operation and attempt, decision, comment, assignment and
+    publication of the brief, newest first (ties: the order they are listed here, reversed).
+    Eight queries, whatever the brief's history."""
+    public_id = brief.public_id
+    entries: list[TimelineEntry] = []
+    entries += [_revision_entry(public_id, r) for r in brief.revisions.select_related("author")]
+    for run in brief.summary_runs.all():
+        entries += _run_entries(run)
+    operations = list(Operation.objects.for_subject("brief", public_id).prefetch_related("attempt_set").order_by("id"))
+    for operation in operations:
+        entries += _operation_entries(operation)
+    approvals = Approval.objects.filter(revision__brief=brief).select_related("approver", "revision")
+    entries += [_decision_entry(public_id, approval) for approval in approvals]
+    comments = Comment.objects.filter(revision__brief=brief).select_related("author", "revision")
+    entries += [_comment_entry(public_id, comment) for comment in comments]
+    assignments = Assignment.objects.filter(brief=brief).select_related("assignee", "group", "assigned_by")
+    entries += [_assignment_entry(assignment) for assignment in assignments]
+    publications = Publication.objects.filter(brief=brief).select_related("revision")
+    entries += [_publication_entry(public_id, publication) for publication in publications]
+    # Stable sort: entries with the same time keep the order above (a revision before its decision).
+    ordered = sorted(enumerate(entries), key=lambda pair: (pair[1].at, pair[0]), reverse=True)
+    return Timeline(
+        entries=[entry for _, entry in ordered],
+        detail_open=has_role(viewer, Role.OPERATOR),
+        work_in_progress=any(not operation.is_finished for operation in operations),
+    )

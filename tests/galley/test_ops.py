@@ -1,0 +1,130 @@
+"""The operators' page, /ops/: who may see it, what it shows after real publications, what it costs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from playwright.sync_api import expect
+
+from publishing.actions.briefs import check_create_brief
+from publishing.identities import publish_key
+from publishing.roles import Role
+from tests.browser import PASSWORD, screenshot, sign_in
+from tests.web import client_for
+from workers.models import Operation
+
+OPS = "/ops/"
+
+
+def _points(html: str, chart: str) -> list[str]:
+    """The data points (circles) of one chart's SVG on the page."""
+    match = re.search(rf'<figure class="card ops-chart" id="{chart}">(.*?)</figure>', html, re.S)
+    assert match, f"no chart {chart}"
+    return re.findall(r'<circle class="chart-point"', match.group(1))
+
+
+@pytest.mark.django_db
+def test_ops__anonymous__sent_to_sign_in():
+    response = Client().get(OPS)
+    assert (response.status_code, response["Location"]) == (302, f"/login/?next={OPS}")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ["editor", "approver", "no_group"])
+def test_ops__not_an_operator__refused_with_reason(users, role):
+    response = client_for(users[role]).get(OPS)
+    assert response.status_code == 403
+    assert "Only members of Operators can see the operations page." in response.content.decode()
+    assert 'id="ops-status"' not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_ops__operator__sees_page_and_nav_link(users):
+    client = client_for(users["operator"])
+    response = client.get(OPS)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="ops-status"' in html
+    assert f'<a href="{OPS}">Ops</a>' in html
+    assert "No dead letters." in html
+    # Nobody else is shown the link.
+    assert f'<a href="{OPS}">Ops</a>' not in client_for(users["editor"]).get("/").content.decode()
+    # Styles come from the stylesheet only (the policy allows no inline style).
+    assert "style=" not in html and "<style" not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ops__after_publications__charts_have_points_and_dead_letter_shows_reason(publish, brief, operator, make_user):
+    assert publish(brief, "Dockers walked out at dawn.") == {"succeeded": 2}
+    second = check_create_brief(title="Ferry timetable", source_material="", acting_user=brief.author)
+    assert publish(second, "The winter timetable starts.", token="revoked-token") == {"dead": 1}
+    dead = Operation.objects.get(key=publish_key(second.public_id, 1))
+    assert dead.last_error_message
+
+    response = client_for(operator).get(OPS)
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert dead.key in html
+    assert f'href="/admin/publishing/publicationproblem/{dead.id}/change/"' in html
+    assert dead.last_error_kind in html
+    assert str(dead.last_error_message).replace("'", "&#x27;").replace('"', "&quot;") in html
+    assert len(_points(html, "chart-throughput")) == 2  # a publish and a verify, both this minute
+    assert len(_points(html, "chart-latency")) == 2  # the minute's mean and longest
+    assert _points(html, "chart-attempts")
+    summary = response.context["summary"]
+    assert (summary.dead, summary.needs_operator, summary.expired_leases) == (1, 1, 0)
+    assert ("Succeeded", "2") in response.context["attempt_totals"]
+    assert "/admin/publishing/publicationproblem/?state=open" in html
+
+
+@pytest.mark.django_db
+def test_query_count__ops__constant_with_1000_briefs(operator, editor, django_assert_num_queries):
+    client = client_for(operator)
+    check_create_brief(title="Brief 0", source_material="Source.", acting_user=editor)
+    few = len(_captured(client))
+    for number in range(1, 1000):
+        check_create_brief(title=f"Brief {number}", source_material="Source.", acting_user=editor)
+    assert Operation.objects.count() == 1000
+
+    with django_assert_num_queries(few):
+        response = client.get(OPS)
+    assert response.context["queue_rows"][0][1] == [1000]  # summary steps, all pending
+    assert few <= 16  # session, user, roles, the nav's counts, and nine statements of ours
+
+
+def _captured(client: Client) -> CaptureQueriesContext:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(OPS).status_code == 200
+    return captured
+
+
+@pytest.mark.acceptance
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("name", "width", "height"), [("ops-desktop", 1280, 900), ("ops-phone", 390, 844)])
+def test_browser__ops_page__shows_dead_letter_and_charts_at_desktop_and_phone_width(
+    browser, live_server, publish, brief, make_user, name, width, height
+):
+    publish(brief, "Dockers walked out at dawn.")
+    second = check_create_brief(title="Ferry timetable", source_material="", acting_user=brief.author)
+    publish(second, "The winter timetable starts.", token="revoked-token")
+    dead = Operation.objects.get(key=publish_key(second.public_id, 1))
+    make_user("otto", Role.OPERATOR, password=PASSWORD)
+    page = sign_in(browser, live_server, "otto")
+    page.set_viewport_size({"width": width, "height": height})
+
+    page.get_by_role("link", name="Ops").click()
+
+    expect(page.get_by_role("heading", name="Operations")).to_be_visible()
+    expect(page.locator("#ops-status")).to_contain_text("dead letters")
+    expect(page.get_by_role("link", name=dead.key)).to_be_visible()
+    expect(page.get_by_text(dead.last_error_message)).to_be_visible()
+    expect(page.locator("svg.chart")).to_have_count(3)
+    expect(page.locator("#chart-throughput circle.chart-point")).to_have_count(2)
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0
+    screenshot(page, name)

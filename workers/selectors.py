@@ -1,0 +1,154 @@
+"""The machinery's reads for operators: queue, attempt and conflict statistics.
+
+Every figure is aggregated by PostgreSQL (GROUP BY, filtered aggregates) in a fixed number of
+statements, however many operations there are; ages and lease expiry are judged on the database
+clock, as the claim and the reconciler judge them. The ops page and the /metrics collector share
+these selectors, so both always say the same.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet
+from django.db.models.functions import Now, TruncMinute
+
+from workers.models import Attempt, Conflict, Operation, OperationStatus
+
+S = OperationStatus
+WAITING = (S.PENDING, S.RETRY_WAIT)
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """Headline figures of the queue. `oldest_due_age` is how long the operation due longest has
+    waited past its `next_attempt_at` without being claimed (None when nothing is due)."""
+
+    due: int
+    waiting: int
+    running: int
+    expired_leases: int
+    dead: int
+    conflict: int
+    needs_operator: int
+    open_conflicts: int
+    oldest_due_age: datetime.timedelta | None
+
+
+def _age(field: str) -> ExpressionWrapper:
+    return ExpressionWrapper(Now() - F(field), output_field=DurationField())
+
+
+def get_queue_summary() -> QueueSummary:
+    """Two statements: one over the operations, one counting the unresolved conflicts."""
+    due = Q(status__in=WAITING, next_attempt_at__lte=Now())
+    figures = Operation.objects.aggregate(
+        due=Count("id", filter=due),
+        waiting=Count("id", filter=Q(status__in=WAITING)),
+        running=Count("id", filter=Q(status=S.RUNNING)),
+        expired_leases=Count("id", filter=Q(status=S.RUNNING, lease_expires_at__lt=Now())),
+        dead=Count("id", filter=Q(status=S.DEAD)),
+        conflict=Count("id", filter=Q(status=S.CONFLICT)),
+        needs_operator=Count("id", filter=Q(needs_operator=True, status__in=(S.DEAD, S.CONFLICT))),
+        oldest_due_age=Max(_age("next_attempt_at"), filter=due),
+    )
+    figures["open_conflicts"] = Conflict.objects.filter(resolved_at__isnull=True).count()
+    return QueueSummary(**figures)
+
+
+@dataclass(frozen=True)
+class QueueCell:
+    kind: str
+    status: str
+    count: int
+
+
+def list_queue_depth() -> list[QueueCell]:
+    """Operations counted by kind and status (every status, finished ones included), kind then status."""
+    rows = Operation.objects.order_by().values("kind", "status").annotate(count=Count("id")).order_by("kind", "status")
+    return [QueueCell(kind=row["kind"], status=row["status"], count=row["count"]) for row in rows]
+
+
+@dataclass(frozen=True)
+class MinuteCount:
+    minute: datetime.datetime
+    series: str
+    count: int
+
+
+def list_attempts_per_minute(*, since: datetime.datetime) -> list[MinuteCount]:
+    """Attempts finished since `since`, counted per minute and outcome (series = outcome)."""
+    rows = (
+        Attempt.objects.filter(finished_at__gte=since)
+        .order_by()
+        .annotate(minute=TruncMinute("finished_at"))
+        .values("minute", "outcome")
+        .annotate(count=Count("id"))
+        .order_by("minute", "outcome")
+    )
+    return [MinuteCount(minute=row["minute"], series=row["outcome"], count=row["count"]) for row in rows]
+
+
+def list_succeeded_per_minute(*, kinds: Sequence[str], since: datetime.datetime) -> list[MinuteCount]:
+    """Operations of `kinds` that succeeded since `since`, counted per minute (series = kind)."""
+    rows = (
+        Operation.objects.filter(kind__in=kinds, status=S.SUCCEEDED, finished_at__gte=since)
+        .order_by()
+        .annotate(minute=TruncMinute("finished_at"))
+        .values("minute", "kind")
+        .annotate(count=Count("id"))
+        .order_by("minute", "kind")
+    )
+    return [MinuteCount(minute=row["minute"], series=row["kind"], count=row["count"]) for row in rows]
+
+
+@dataclass(frozen=True)
+class AttemptTally:
+    outcome: str
+    error_kind: str
+    count: int
+
+
+def list_attempt_totals() -> list[AttemptTally]:
+    """Every attempt still kept (retention purges finished operations' attempts), by outcome and
+    failure kind; an attempt still in flight has the outcome ""."""
+    rows = (
+        Attempt.objects.order_by()
+        .values("outcome", "error_kind")
+        .annotate(count=Count("id"))
+        .order_by("outcome", "error_kind")
+    )
+    return [AttemptTally(outcome=row["outcome"], error_kind=row["error_kind"], count=row["count"]) for row in rows]
+
+
+def list_dead_letters(*, limit: int) -> QuerySet[Operation]:
+    """The newest dead operations first, with the reason the last attempt gave."""
+    return Operation.objects.filter(status=S.DEAD).order_by("-updated_at", "-id")[:limit]
+
+
+@dataclass(frozen=True)
+class ExpiredLease:
+    operation: Operation
+    expired_for: datetime.timedelta
+
+
+def list_expired_leases(*, limit: int) -> list[ExpiredLease]:
+    """Running operations whose lease ran out (database clock), longest expired first: the
+    reconciler will take them back."""
+    rows = (
+        Operation.objects.filter(status=S.RUNNING, lease_expires_at__lt=Now())
+        .annotate(expired_for=_age("lease_expires_at"))
+        .order_by("lease_expires_at", "id")[:limit]
+    )
+    return [ExpiredLease(operation=row, expired_for=row.expired_for) for row in rows]
+
+
+def list_open_conflicts(*, limit: int) -> QuerySet[Conflict]:
+    """Unresolved conflicts, newest first, with their operation."""
+    return (
+        Conflict.objects.filter(resolved_at__isnull=True)
+        .select_related("operation")
+        .order_by("-created_at", "-id")[:limit]
+    )
