@@ -316,7 +316,8 @@ class RevisionPage:
     revision: Revision
     latest: Revision | None
     is_current: bool
-    previous_diff: PayloadDiff
+    # What this revision changes against the previous one (None when the diffs were not asked for).
+    previous_diff: PayloadDiff | None
     # The revision verified at the target, and what this revision changes against it, unless it
     # is this revision or the previous one (whose diff is shown already).
     published: Revision | None
@@ -336,7 +337,9 @@ class RevisionPage:
         return {field.name: getattr(self, field.name) for field in fields(self)}
 
 
-def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser) -> RevisionPage:
+def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with_diffs: bool = True) -> RevisionPage:
+    """The revision page's data. Without `with_diffs` (a live poll, which shows no diff) the word
+    diffs, the costly part for long texts, are not computed."""
     latest = get_latest_revision(brief)
     published_number = brief.published_revision_number
     # The previous and the published revision in one query, whatever the number of revisions.
@@ -353,10 +356,10 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser) -> R
         revision=revision,
         latest=latest,
         is_current=is_current,
-        previous_diff=diff_revisions(previous, revision),
+        previous_diff=diff_revisions(previous, revision) if with_diffs else None,
         published=published,
         published_diff=diff_revisions(published, revision)
-        if published is not None and published.number not in (revision.number, revision.number - 1)
+        if with_diffs and published is not None and published.number not in (revision.number, revision.number - 1)
         else None,
         restores=get_restored_number(revision),
         numbers=list(range(latest.number, 0, -1)) if latest is not None else [],

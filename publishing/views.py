@@ -206,7 +206,7 @@ def revision_live(request: HttpRequest, public_id: str, number: int) -> Partial:
     the form's revision number: if the form could only be refused now, the answer replaces it with
     a notice (live.js copies the typed comment into it)."""
     brief = access_brief(public_id, acting_user=request.user)
-    page = get_revision_page(brief, get_revision(brief, number), viewer=request.user)
+    page = get_revision_page(brief, get_revision(brief, number), viewer=request.user, with_diffs=False)
     context = {**_revision_live_context(page), "shows_decision_form": "revision_number" in request.GET}
     return Partial("publishing/revision_live.html", context, context["live"])
 

@@ -10,6 +10,7 @@ from pytest_django.asserts import assertContains, assertNotContains, assertRedir
 
 from approvals.actions import check_decide_revision
 from approvals.models import Approval
+from publishing import selectors
 from publishing.actions.briefs import check_create_brief
 from publishing.roles import Role
 from tests.publishing.test_diff_views import publish
@@ -171,6 +172,25 @@ def test_revision_partial__awaiting_a_decision__200_with_every_region(client, ap
     assertContains(response, '<div id="decisions" hx-swap-oob="true">')
     assertNotContains(response, "decision-closed")  # the form still applies: left alone
     assertNotContains(response, "<form")
+
+
+def test_revision_partial__computes_no_diff__the_page_does(client, approver, brief, revise, monkeypatch):
+    revise(brief, "Dockers walked out.")
+    revision = revise(brief, "Dockers walked out at dawn.")
+    client.force_login(approver)
+    diffed: list[int] = []
+    real_diff = selectors.diff_revisions
+
+    def counting_diff(old, new):
+        diffed.append(new.number)
+        return real_diff(old, new)
+
+    monkeypatch.setattr(selectors, "diff_revisions", counting_diff)
+
+    assert client.get(revision_live_url(revision), **HTMX).status_code == 200
+    assert diffed == []  # a poll every 2 s never diffs the texts again
+    assert client.get(revision.get_absolute_url()).status_code == 200
+    assert diffed == [2]
 
 
 def test_revision_partial__approved_by_another__form_replaced_by_notice(client, approver, make_user, brief, revise):
