@@ -8,6 +8,7 @@ idempotent: a repeat answers `changed: false` and says why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -196,16 +197,7 @@ def retry_operation(
     request: HttpRequest, operation_id: RowId, idempotency_key: str = idempotency_key_header()
 ) -> HttpResponse:
     """Run a dead, conflicted or waiting operation again now, after a fix (Operators)."""
-
-    def write(user: User) -> tuple[int, OutcomeOut]:
-        user = require_role(user, Role.OPERATOR, to="settle operations")
-        operation = _get_operation(operation_id)
-        if _is_publication(operation):
-            return _outcome(operation_id, check_retry_publication(operation, acting_user=user))
-        changed = do_retry_operation_now(operation, acting_user=user)
-        return _outcome(operation_id, _machinery_outcome(operation, changed, f"Running {operation.key} again now."))
-
-    return idempotent_post(request, idempotency_key, write)
+    return idempotent_post(request, idempotency_key, _rerun(operation_id, look_up=False))
 
 
 @router.post(
@@ -217,16 +209,23 @@ def look_up_operation(
     request: HttpRequest, operation_id: RowId, idempotency_key: str = idempotency_key_header()
 ) -> HttpResponse:
     """The next attempt looks the key up at the target and adopts what it holds, before sending anything."""
+    return idempotent_post(request, idempotency_key, _rerun(operation_id, look_up=True))
+
+
+def _rerun(operation_id: int, *, look_up: bool) -> Callable[[User], tuple[int, OutcomeOut]]:
+    """The write of retry (look_up False) and look-up: a publication's operation through the
+    publication's checks (approval, newer revision), any other through the machinery."""
 
     def write(user: User) -> tuple[int, OutcomeOut]:
         user = require_role(user, Role.OPERATOR, to="settle operations")
         operation = _get_operation(operation_id)
         if _is_publication(operation):
-            return _outcome(operation_id, check_retry_publication(operation, acting_user=user, look_up=True))
-        changed = do_retry_operation_now(operation, acting_user=user, reconcile=True)
-        return _outcome(operation_id, _machinery_outcome(operation, changed, f"Reconciling {operation.key} now."))
+            return _outcome(operation_id, check_retry_publication(operation, acting_user=user, look_up=look_up))
+        changed = do_retry_operation_now(operation, acting_user=user, reconcile=look_up)
+        done = f"Reconciling {operation.key} now." if look_up else f"Running {operation.key} again now."
+        return _outcome(operation_id, _machinery_outcome(operation, changed, done))
 
-    return idempotent_post(request, idempotency_key, write)
+    return write
 
 
 @router.post(

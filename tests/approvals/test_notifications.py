@@ -15,15 +15,17 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django.asserts import assertContains, assertNotContains
 
-from approvals.actions import APPROVERS_GROUP, check_assign_brief, check_decide_revision, check_post_comment
+from approvals.actions import APPROVERS_GROUP, check_assign_brief
 from approvals.models import Approval, Notification
 from approvals.notifications import NOTIFICATION_EMAIL, notification_email_key
 from publishing.actions import publications
 from publishing.actions.briefs import check_create_brief
 from publishing.handlers.notifications import handle_notification_email
 from publishing.identities import PUBLISH, publish_key
-from publishing.models import Brief, Revision
+from publishing.models import Brief
 from publishing.roles import Role
+from tests.approvals.test_approvals import decide
+from tests.approvals.test_comments import post
 from tests.web import client_for
 from workers.actions.claims import claim_operations, fail_operation
 from workers.actions.enqueue import enqueue_operation
@@ -54,31 +56,9 @@ def email_operations() -> list[Operation]:
     return list(Operation.objects.filter(kind=NOTIFICATION_EMAIL).order_by("id"))
 
 
-def decide(revision: Revision, decision: str, *, by) -> None:
-    with transaction.atomic(durable=True):
-        check_decide_revision(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            payload_hash=revision.payload_hash,
-            decision=decision,
-            acting_user=by,
-        )
-
-
 def assign(brief: Brief, assignee: str, *, by) -> None:
     with transaction.atomic(durable=True):
         check_assign_brief(brief.public_id, assignee=assignee, acting_user=by)
-
-
-def comment(revision: Revision, body: str, *, by, reply_to=None):
-    with transaction.atomic(durable=True):
-        return check_post_comment(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            body=body,
-            reply_to=reply_to.pk if reply_to else None,
-            acting_user=by,
-        )
 
 
 def drain_emails():
@@ -123,7 +103,7 @@ def test_assign__to_group__every_approver_but_the_assigner(editor, approver, app
 def test_decision__the_author_is_told(decision, editor, approver, brief, revise):
     revision = revise(brief, "Dockers walked out at dawn.")
 
-    decide(revision, decision, by=approver)
+    decide(revision, decision=decision, by=approver)
 
     assert notified(decision) == ["eddie"]
 
@@ -131,11 +111,11 @@ def test_decision__the_author_is_told(decision, editor, approver, brief, revise)
 @pytest.mark.django_db
 def test_comment_and_reply__author_and_thread_but_never_the_commenter(editor, approver, approver2, brief, revise):
     revision = revise(brief, "Dockers walked out at dawn.")
-    thread = comment(revision, "Which union?", by=approver)
+    thread = post(revision, "Which union?", by=approver)
     assert notified(Event.COMMENTED) == ["eddie"]
 
-    comment(revision, "The dockers'.", by=editor, reply_to=thread)
-    comment(revision, "Agreed.", by=approver2, reply_to=thread)
+    post(revision, "The dockers'.", by=editor, reply_to=thread)
+    post(revision, "Agreed.", by=approver2, reply_to=thread)
 
     assert notified(Event.COMMENTED) == ["ava", "ava", "eddie", "eddie"]
 
@@ -143,7 +123,7 @@ def test_comment_and_reply__author_and_thread_but_never_the_commenter(editor, ap
 @pytest.mark.django_db
 def test_publication_verified__author_and_approver_told_in_the_verify_finalize(editor, approver, brief, revise):
     revision = revise(brief, "Dockers walked out at dawn.")
-    decide(revision, Approval.Decision.APPROVED, by=approver)
+    decide(revision, decision=Approval.Decision.APPROVED, by=approver)
     publish = Operation.objects.get(key=publish_key(brief.public_id, revision.number))
 
     with transaction.atomic(durable=True):
@@ -163,7 +143,7 @@ def test_publication_verified__author_and_approver_told_in_the_verify_finalize(e
 def test_publish_dead_letter__operators_and_author_told_with_the_reason(editor, approver, operator, brief, revise):
     with_email(operator)
     revision = revise(brief, "Dockers walked out at dawn.")
-    decide(revision, Approval.Decision.APPROVED, by=approver)
+    decide(revision, decision=Approval.Decision.APPROVED, by=approver)
     (claimed,) = claim_operations(worker_id="w-test", limit=1, kinds=[PUBLISH])
 
     fail_operation(
@@ -186,7 +166,7 @@ def test_publish_dead_letter__operators_and_author_told_with_the_reason(editor, 
 @pytest.mark.django_db(transaction=True)
 def test_publish_dead_letter_by_the_reconciler__operators_and_author_told(editor, approver, operator, brief, revise):
     revision = revise(brief, "Dockers walked out at dawn.")
-    decide(revision, Approval.Decision.APPROVED, by=approver)
+    decide(revision, decision=Approval.Decision.APPROVED, by=approver)
     (claimed,) = claim_operations(worker_id="w-gone", limit=1, kinds=[PUBLISH])
     # The worker died on its last attempt: once its lease expires, the reconciler makes a dead letter.
     Operation.objects.filter(id=claimed.operation_id).update(

@@ -10,7 +10,6 @@ it: "published") minus its approval's created_at, both from the database.
 
 from __future__ import annotations
 
-import threading
 import time
 
 from tests.benchmarks import bulk
@@ -20,6 +19,7 @@ from tests.benchmarks.support import (
     BenchError,
     Goal,
     Row,
+    approve_revisions,
     galley_env,
     halt,
     percentile,
@@ -27,58 +27,6 @@ from tests.benchmarks.support import (
     start_qcluster,
     wait_for_qcluster,
 )
-
-APPROVING_THREADS = 4
-
-
-def approve_on_schedule(bench: Bench, first: int, last: int, *, rate: float) -> float:
-    """Approve the revision of every brief in the range, approval i at i / rate s. Returns the achieved rate."""
-    from django.contrib.auth import get_user_model
-    from django.db import connection, transaction
-
-    from approvals.actions import check_decide_revision
-    from approvals.models import Approval
-    from publishing.models import Revision
-
-    approver = get_user_model().objects.get(id=bench.approver_id)
-    revisions = list(
-        Revision.objects.filter(brief__id__range=(first, last))
-        .order_by("brief_id")
-        .values_list("brief__public_id", "payload_hash")
-    )
-    connection.close()
-    errors: list[BaseException] = []
-    begin = time.monotonic() + 0.2
-
-    def approve(slots: range) -> None:
-        try:
-            for slot in slots:
-                time.sleep(max(0.0, begin + slot / rate - time.monotonic()))
-                public_id, payload_hash = revisions[slot]
-                with transaction.atomic(durable=True):
-                    check_decide_revision(
-                        public_id,
-                        revision_number=1,
-                        payload_hash=payload_hash,
-                        decision=Approval.Decision.APPROVED,
-                        acting_user=approver,
-                    )
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [
-        threading.Thread(target=approve, args=(range(i, len(revisions), APPROVING_THREADS),))
-        for i in range(APPROVING_THREADS)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return len(revisions) / (time.monotonic() - begin)
 
 
 def latencies(first: int, last: int) -> list[float]:
@@ -126,7 +74,7 @@ def run(bench: Bench) -> list[Row]:
             with phase(
                 f"latency round {number + 1}/{sizes.rounds}: {per_round} approvals at {sizes.approvals_per_second:g}/s"
             ):
-                achieved.append(approve_on_schedule(bench, first, last, rate=sizes.approvals_per_second))
+                achieved.append(approve_revisions(bench.approver_id, first, last, rate=sizes.approvals_per_second))
                 deadline = time.monotonic() + 60 + per_round / 5
                 while (
                     Publication.objects.filter(brief__id__range=(first, last), verified_at__isnull=False).count()

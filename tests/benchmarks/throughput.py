@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Callable
 
@@ -41,6 +40,7 @@ from tests.benchmarks.support import (
     Measured,
     Monitor,
     Row,
+    approve_revisions,
     check_alive,
     galley_env,
     halt,
@@ -55,7 +55,6 @@ from tests.processes import process_env, start
 
 SETTLE_SECONDS = 0.5  # after every worker said it started, before the gate opens
 RING_AFTER_SECONDS = 3.0
-APPROVING_THREADS = 4
 
 
 # --- Galley -----------------------------------------------------------------------------------------
@@ -63,51 +62,13 @@ APPROVING_THREADS = 4
 
 def commit_backlog(bench: Bench, *, count: int, label: str) -> tuple[int, int]:
     """`count` briefs with one revision each (bulk), then every revision approved through the real action,
-    each in its own durable transaction, on APPROVING_THREADS threads. Returns the briefs' id range."""
-    from django.contrib.auth import get_user_model
-    from django.db import connection, transaction
-
-    from approvals.actions import check_decide_revision
-    from approvals.models import Approval
-    from publishing.models import Revision
-
+    each in its own durable transaction (support.approve_revisions). Returns the briefs' id range."""
     with bench.postgres.connect(MAIN) as conn:
         conn.execute("DELETE FROM django_q_ormq")  # tasks earlier rounds left (a sweep cut short, doorbells)
         first, last = bulk.insert_briefs(
             conn, count=count, author_id=bench.editor_id, approver_id=bench.approver_id, mixed=False, label=label
         )
-    approver = get_user_model().objects.get(id=bench.approver_id)
-    revisions = list(
-        Revision.objects.filter(brief__id__range=(first, last)).values_list("brief__public_id", "payload_hash")
-    )
-    errors: list[BaseException] = []
-
-    def approve(share: list[tuple[str, str]]) -> None:
-        try:
-            for public_id, payload_hash in share:
-                with transaction.atomic(durable=True):
-                    check_decide_revision(
-                        public_id,
-                        revision_number=1,
-                        payload_hash=payload_hash,
-                        decision=Approval.Decision.APPROVED,
-                        acting_user=approver,
-                    )
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [
-        threading.Thread(target=approve, args=(revisions[i::APPROVING_THREADS],)) for i in range(APPROVING_THREADS)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    connection.close()  # no connection of the bench's stays open into the window
-    if errors:
-        raise errors[0]
+    approve_revisions(bench.approver_id, first, last)
     return first, last
 
 

@@ -8,12 +8,11 @@ from django.db import transaction
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
-from approvals.actions import check_decide_revision
-from approvals.models import Approval
 from publishing.actions.briefs import check_create_brief
 from publishing.actions.publications import do_record_publication, do_record_verification
 from publishing.identities import publish_key
 from publishing.models import Revision
+from tests.publishing.handlers.test_publications import approve
 from tests.web import client_for, db_counts
 from workers.models import Operation
 
@@ -22,14 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def publish(revision: Revision, *, by) -> None:
     """Approve, then what the worker's publish and verify finalizes record (no target is called here)."""
-    with transaction.atomic(durable=True):
-        check_decide_revision(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            payload_hash=revision.payload_hash,
-            decision=Approval.Decision.APPROVED,
-            acting_user=by,
-        )
+    approve(revision, by=by)
     operation = Operation.objects.get(key=publish_key(revision.brief.public_id, revision.number))
     with transaction.atomic(durable=True):
         publication = do_record_publication(

@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 from django.urls import reverse
 from pytest_django.asserts import assertContains, assertNotContains, assertRedirects
 
-from approvals.actions import check_decide_revision
 from approvals.models import Approval
 from publishing import selectors
 from publishing.actions.briefs import check_create_brief
 from publishing.roles import Role
+from tests.approvals.test_approvals import decide
 from tests.publishing.test_diff_views import publish
 from tests.web import client_for
 
@@ -20,18 +19,6 @@ pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 STOP_POLLING = 286
-
-
-def decide(revision, decision, *, by, comment=""):
-    with transaction.atomic(durable=True):
-        check_decide_revision(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            payload_hash=revision.payload_hash,
-            decision=decision,
-            comment=comment,
-            acting_user=by,
-        )
 
 
 def brief_live_url(brief) -> str:
@@ -150,7 +137,7 @@ def test_brief_partial__in_review__status_pipeline_and_timeline_then_keeps_polli
 def test_brief_partial__nothing_in_progress__286(client, editor, approver, revise):
     brief = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
     revision = revise(brief, "Dockers walked out.")
-    decide(revision, Approval.Decision.CHANGES_REQUESTED, by=approver, comment="Which port?")
+    decide(revision, decision=Approval.Decision.CHANGES_REQUESTED, by=approver, comment="Which port?")
     client.force_login(editor)
 
     response = client.get(brief_live_url(brief), **HTMX)
@@ -195,7 +182,7 @@ def test_revision_partial__computes_no_diff__the_page_does(client, approver, bri
 
 def test_revision_partial__approved_by_another__form_replaced_by_notice(client, approver, make_user, brief, revise):
     revision = revise(brief, "Dockers walked out.")
-    decide(revision, Approval.Decision.APPROVED, by=make_user("abe", Role.APPROVER))
+    decide(revision, decision=Approval.Decision.APPROVED, by=make_user("abe", Role.APPROVER))
     client.force_login(approver)
 
     response = client.get(revision_live_url(revision), {"revision_number": revision.number}, **HTMX)
@@ -271,7 +258,7 @@ def test_dashboard_partial__rows_for_the_same_filters(client, editor, revise):
 
 def test_dashboard_partial__nothing_can_move__286(client, editor, approver, revise):
     brief = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
-    decide(revise(brief, "Text."), Approval.Decision.CHANGES_REQUESTED, by=approver)
+    decide(revise(brief, "Text."), decision=Approval.Decision.CHANGES_REQUESTED, by=approver)
     client.force_login(editor)
 
     assert client.get(reverse("publishing:dashboard_live"), **HTMX).status_code == STOP_POLLING

@@ -8,7 +8,6 @@ from django.db import transaction
 from django.test import Client
 from pytest_django.asserts import assertContains, assertNotContains
 
-from approvals.actions import check_decide_revision
 from approvals.models import Approval
 from approvals.selectors import get_valid_approval
 from publishing.actions.revisions import check_restore_revision
@@ -16,6 +15,7 @@ from publishing.errors import InvalidInput, NotFound, PermissionRefused, Revisio
 from publishing.hashing import payload_hash
 from publishing.models import Brief, Revision
 from publishing.roles import Role
+from tests.publishing.handlers.test_publications import approve
 from tests.web import client_for, db_counts, form_values
 from workers.models import AuditEvent
 
@@ -35,17 +35,6 @@ def restore(brief: Brief, number: int, *, base: object, by) -> tuple[Revision, b
     """What the restore view does: one durable transaction around the action."""
     with transaction.atomic(durable=True):
         return check_restore_revision(brief.public_id, number=number, base_number=base, acting_user=by)
-
-
-def approve(revision: Revision, *, by) -> None:
-    with transaction.atomic(durable=True):
-        check_decide_revision(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            payload_hash=revision.payload_hash,
-            decision=Approval.Decision.APPROVED,
-            acting_user=by,
-        )
 
 
 # --- the action ------------------------------------------------------------------------------------
