@@ -21,6 +21,7 @@ from publishing.identities import PUBLISH, VERIFY
 from publishing.models import Brief, Revision
 from publishing.roles import Role
 from workers.actions.enqueue import enqueue_operation
+from workers.prepared import execute_prepared
 from workers.registry import OperatorNeeded
 
 NOTIFICATION_EMAIL = "notification_email"
@@ -53,17 +54,22 @@ def do_notify(
         Notification(recipient=user, event=event, brief=brief, revision_number=revision_number, message=message[:500])
         for user in chosen
     )
-    for notification in notifications:
-        if not notification.recipient.email:
+    _enqueue_emails([(n.pk, n.recipient_id, n.recipient.email) for n in notifications], message=message)
+    return notifications
+
+
+def _enqueue_emails(notifications: Iterable[tuple[int, int, str]], *, message: str) -> None:
+    """The intent to email each (notification id, recipient id, address) that has an address."""
+    for notification_id, recipient_id, email in notifications:
+        if not email:
             continue
         enqueue_operation(
-            key=notification_email_key(notification.pk),
+            key=notification_email_key(notification_id),
             kind=NOTIFICATION_EMAIL,
-            payload_hash=hashlib.sha256(f"{notification.recipient_id}\n{message}".encode()).hexdigest(),
+            payload_hash=hashlib.sha256(f"{recipient_id}\n{message}".encode()).hexdigest(),
             subject_type="notification",
-            subject_id=str(notification.pk),
+            subject_id=str(notification_id),
         )
-    return notifications
 
 
 def _members(role: Role) -> list[User]:
@@ -143,20 +149,44 @@ def do_notify_commented(comment: Comment, *, acting_user: User) -> None:
     )
 
 
+# do_notify's rules (active accounts, each once) for the brief's author and the revision's approvers,
+# as one INSERT … SELECT: it runs in every verification's finalize.
+NOTIFY_PUBLISHED_SQL = f"""
+WITH inserted AS (
+    INSERT INTO {Notification._meta.db_table}
+        (recipient_id, event, brief_id, revision_number, message, created_at, read_at, emailed_at)
+    SELECT u.id, %(event)s, %(brief_id)s, %(number)s, %(message)s, %(now)s, NULL, NULL
+    FROM {User._meta.db_table} u
+    WHERE u.is_active
+      AND (u.id = %(author_id)s
+           OR u.id IN (SELECT a.approver_id
+                       FROM {Approval._meta.db_table} a
+                       JOIN {Revision._meta.db_table} r ON r.id = a.revision_id
+                       WHERE r.brief_id = %(brief_id)s AND r.number = %(number)s AND a.decision = %(approved)s))
+    ORDER BY u.id <> %(author_id)s, u.id
+    RETURNING id, recipient_id
+)
+SELECT inserted.id, inserted.recipient_id, u.email
+FROM inserted JOIN {User._meta.db_table} u ON u.id = inserted.recipient_id
+ORDER BY inserted.id
+"""  # noqa: S608 -- table names from the models; every value is a parameter
+
+
 def do_notify_published(brief: Brief, *, revision_number: int, permalink: str) -> None:
     """In the verify operation's finalize: the brief's author and whoever approved the revision."""
-    approvers = User.objects.filter(
-        approvals__revision__brief=brief,
-        approvals__revision__number=revision_number,
-        approvals__decision=Approval.Decision.APPROVED,
-    )
-    do_notify(
-        [brief.author, *approvers],
-        event=Notification.Event.PUBLISHED,
-        brief=brief,
-        revision_number=revision_number,
-        message=f"Revision {revision_number} of {brief.public_id} is published and verified at {permalink}.",
-    )
+    message = f"Revision {revision_number} of {brief.public_id} is published and verified at {permalink}."
+    params = {
+        "event": Notification.Event.PUBLISHED,
+        "brief_id": brief.pk,
+        "number": revision_number,
+        "message": message[:500],
+        "now": timezone.now(),
+        "author_id": brief.author_id,
+        "approved": Approval.Decision.APPROVED,
+    }
+    with execute_prepared(NOTIFY_PUBLISHED_SQL, params) as cursor:
+        recipients = cursor.fetchall()
+    _enqueue_emails(recipients, message=message)
 
 
 def do_notify_publish_problem(needed: OperatorNeeded) -> None:

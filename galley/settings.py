@@ -82,6 +82,9 @@ DATABASES = {"default": env.database_config(env.env_str("DATABASE_URL") or run_d
 # connections unchecked (a check per operation was a round trip each) and reconnect after an error.
 DATABASES["default"]["CONN_MAX_AGE"] = env.env_int("CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# psycopg prepares nothing unless this is set; Django's client-binding cursors never prepare, so
+# only the worker's hot path, which asks for it (workers.prepared), has its statements prepared.
+DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

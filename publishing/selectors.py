@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
@@ -19,6 +20,7 @@ from publishing.models import Brief, Publication, Revision, StepArtifact, Summar
 from publishing.roles import AnyUser, Role, can_view, has_role
 from publishing.summary_rules import STEPS, SummaryStep, suggested_headline, suggested_payload
 from workers.models import AuditEvent, Conflict, Operation, OperationStatus
+from workers.prepared import execute_prepared
 
 
 def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) -> Brief:
@@ -284,28 +286,96 @@ def get_canonical_artifacts(run: SummaryRun) -> dict[str, dict[str, Any]]:
     return {artifact.step: artifact.content for artifact in stored}
 
 
+_REVISION_FIELDS = ["id", "brief_id", "number", "payload", "payload_hash", "author_id", "created_at"]
+_PUBLICATION_FIELDS = [
+    "id",
+    "brief_id",
+    "revision_id",
+    "operation_key",
+    "payload_hash",
+    "external_id",
+    "permalink",
+    "created_at",
+    "verified_at",
+]
+
+PUBLICATION_SQL = f"""
+SELECT {", ".join(f"p.{name}" for name in _PUBLICATION_FIELDS)}, {", ".join(f"r.{name}" for name in _REVISION_FIELDS)}
+FROM {Publication._meta.db_table} p
+JOIN {Revision._meta.db_table} r ON r.id = p.revision_id
+WHERE p.operation_key = %(key)s
+"""  # noqa: S608 -- column and table names from the models; every value is a parameter
+
+
+def _revision_from_row(values: Sequence[Any]) -> Revision:
+    """A Revision from _REVISION_FIELDS read by a raw cursor."""
+    values = list(values)
+    # Django's adapters load jsonb as text and leave decoding to the field; a raw cursor must decode it.
+    payload = values[3]
+    values[3] = json.loads(payload) if isinstance(payload, str) else payload
+    return Revision.from_db(None, _REVISION_FIELDS, values)
+
+
 def get_publication(operation_key: str) -> Publication:
-    """The publication the publish operation `operation_key` recorded."""
-    return Publication.objects.select_related("revision", "brief").get(operation_key=operation_key)
+    """The publication the publish operation `operation_key` recorded, with its revision (a verify's
+    first read: a prepared statement). Raises Publication.DoesNotExist."""
+    with execute_prepared(PUBLICATION_SQL, {"key": operation_key}) as cursor:
+        row = cursor.fetchone()
+    if row is None:
+        raise Publication.DoesNotExist(f"no publication has the key {operation_key}")
+    publication = Publication.from_db(None, _PUBLICATION_FIELDS, row[: len(_PUBLICATION_FIELDS)])
+    publication.revision = _revision_from_row(row[len(_PUBLICATION_FIELDS) :])
+    return publication
 
 
-def get_newer_published_revision(revision: Revision) -> int | None:
-    """The number of a newer revision of the same brief that has a publication, if any."""
-    return (
-        Publication.objects.filter(brief_id=revision.brief_id, revision__number__gt=revision.number)
-        .values_list("revision__number", flat=True)
-        .first()
-    )
+@dataclass(frozen=True)
+class PublishChecks:
+    """What a publish checks before it sends revision N, read in one statement (one snapshot)."""
+
+    revision: Revision  # with its brief's id and public id loaded
+    approved: bool  # an approval of exactly this revision and its payload hash exists
+    newer_published: int | None  # a newer revision of the brief that has a publication
+    newer_attempted: int | None  # a newer revision whose publish has made an attempt (may be at the target)
 
 
-def get_newer_attempted_publish(revision: Revision) -> int | None:
-    """The number of a newer revision whose publish has made an attempt (so may be at the target)."""
-    return (
-        Operation.objects.for_subject("brief", revision.brief.public_id)
-        .filter(kind=PUBLISH, arguments__revision__gt=revision.number, attempts__gt=0)
-        .values_list("arguments__revision", flat=True)
-        .first()
-    )
+# One statement on the publish's hot path instead of four ORM queries: the revision, and the three
+# facts a publish must check before it sends it. The approval test is get_valid_approval's (exactly
+# this revision, its hash, approved); `newer_attempted` compares the arguments' revision as jsonb,
+# as the ORM's `arguments__revision__gt` does.
+PUBLISH_CHECKS_SQL = f"""
+SELECT {", ".join(f"r.{name}" for name in _REVISION_FIELDS)},
+       EXISTS (
+           SELECT 1 FROM {Approval._meta.db_table} a
+           WHERE a.revision_id = r.id AND a.payload_hash = r.payload_hash AND a.decision = %(approved)s
+       ) AS approved,
+       (SELECT newer.number
+        FROM {Publication._meta.db_table} p
+        JOIN {Revision._meta.db_table} newer ON newer.id = p.revision_id
+        WHERE p.brief_id = r.brief_id AND newer.number > r.number
+        LIMIT 1) AS newer_published,
+       (SELECT (o.arguments ->> 'revision')::integer
+        FROM {Operation._meta.db_table} o
+        WHERE o.subject_type = 'brief' AND o.subject_id = b.public_id AND o.kind = %(publish)s
+          AND o.arguments -> 'revision' > to_jsonb(r.number) AND o.attempts > 0
+        LIMIT 1) AS newer_attempted
+FROM {Revision._meta.db_table} r
+JOIN {Brief._meta.db_table} b ON b.id = r.brief_id
+WHERE b.public_id = %(public_id)s AND r.number = %(number)s
+"""  # noqa: S608 -- table names from the models; every value is a parameter
+
+
+def get_publish_checks(public_id: str, number: int) -> PublishChecks:
+    """Revision `number` of brief `public_id` and what a publish must know before sending it, in one
+    prepared statement. Raises Revision.DoesNotExist."""
+    params = {"public_id": public_id, "number": number, "approved": Approval.Decision.APPROVED, "publish": PUBLISH}
+    with execute_prepared(PUBLISH_CHECKS_SQL, params) as cursor:
+        row = cursor.fetchone()
+    if row is None:
+        raise Revision.DoesNotExist(f"{public_id} has no revision {number}")
+    revision = _revision_from_row(row[: len(_REVISION_FIELDS)])
+    revision.brief = Brief.from_db(None, ["id", "public_id"], [revision.brief_id, public_id])
+    approved, published, attempted = row[len(_REVISION_FIELDS) :]
+    return PublishChecks(revision=revision, approved=approved, newer_published=published, newer_attempted=attempted)
 
 
 @dataclass(frozen=True)

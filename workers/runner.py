@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, connections
+from django.db import InterfaceError, OperationalError, connections
 
 from workers.actions.claims import (
     claim_due,
@@ -41,6 +41,7 @@ from workers.actions.housekeeping import reconcile_expired_leases
 from workers.crashpoints import crash_point
 from workers.doorbell import Listener, claiming_next
 from workers.errors import FailureKind, LeaseLost, OperationFailed, Superseded
+from workers.prepared import execute_prepared
 from workers.registry import ClaimedOperation, get_handler, startup_checks
 
 logger = logging.getLogger(__name__)
@@ -209,9 +210,8 @@ SELECT extract(epoch FROM LEAST(
 def seconds_until_due(kinds: list[str] | None = None) -> float | None:
     """Seconds until the next waiting operation is due or the next lease expires (0 if one is due
     now, even if a prerequisite still holds it back), or None if nothing waits; database clock."""
-    with connection.cursor() as cursor:
-        cursor.execute(SECONDS_UNTIL_DUE_SQL, {"kinds": kinds})
-        (seconds,) = cursor.fetchone()
+    with execute_prepared(SECONDS_UNTIL_DUE_SQL, {"kinds": kinds}) as cursor:
+        (seconds,) = cursor.fetchone()  # type: ignore[misc]
     return None if seconds is None else max(0.0, float(seconds))
 
 

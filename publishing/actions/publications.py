@@ -5,17 +5,17 @@ the verify operation's finalize)."""
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from approvals.notifications import do_notify_published
-from publishing.actions.resolutions import do_close_replaced_problems
-from publishing.actions.revisions import do_change_brief_status
+from publishing.actions.resolutions import OPEN, do_close_replaced_problems
+from publishing.actions.revisions import check_brief_transition, statuses_leading_to
 from publishing.identities import PUBLISH, VERIFY, publish_key, revision_subject_id, verify_key
 from publishing.models import Brief, Publication, Revision
 from workers.actions.enqueue import Enqueued, add_dependency, enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
 from workers.models import Dependency, Operation
+from workers.prepared import execute_prepared
 
 
 @transaction.atomic(savepoint=False)
@@ -57,6 +57,24 @@ def do_request_publication(revision: Revision) -> Enqueued:
     return enqueued
 
 
+# The brief's lock and the publication, in one statement: the CTE locks the brief before the insert
+# reads it (README, "Lock order"), and ON CONFLICT makes a second run insert nothing. Without the
+# lock the publication's foreign-key check would take the brief at COMMIT, after the operation row:
+# the reverse of an approval, which holds the brief and waits for the operation. NO KEY UPDATE
+# still serialises with the brief's writers.
+RECORD_PUBLICATION_SQL = f"""
+WITH brief AS (
+    SELECT id FROM {Brief._meta.db_table} WHERE id = %(brief_id)s FOR NO KEY UPDATE
+)
+INSERT INTO {Publication._meta.db_table}
+    (brief_id, revision_id, operation_key, payload_hash, external_id, permalink, created_at, verified_at)
+SELECT brief.id, %(revision_id)s, %(key)s, %(payload_hash)s, %(external_id)s, %(permalink)s, %(now)s, NULL
+FROM brief
+ON CONFLICT (operation_key) DO NOTHING
+RETURNING id
+"""  # noqa: S608 -- table names from the models; every value is a parameter
+
+
 @transaction.atomic(savepoint=False)
 def do_record_publication(
     revision: Revision, *, publish_operation_id: int, external_id: str, permalink: str
@@ -66,22 +84,31 @@ def do_record_publication(
 
     Locks the brief first (README, "Lock order"), before the fenced update locks the operation.
     """
-    # Without this lock the publication's foreign-key check would take the brief at COMMIT,
-    # after the operation row: the reverse of an approval, which holds the brief and waits for
-    # the operation. NO KEY UPDATE still serialises with the brief's writers.
-    Brief.objects.select_for_update(of=("self",), no_key=True).get(id=revision.brief_id)
     public_id = revision.brief.public_id
     key = publish_key(public_id, revision.number)
-    publication, created = Publication.objects.get_or_create(
-        operation_key=key,
-        defaults={
-            "brief": revision.brief,
-            "revision": revision,
-            "payload_hash": revision.payload_hash,
-            "external_id": external_id,
-            "permalink": permalink,
-        },
-    )
+    now = timezone.now()
+    params = {
+        "brief_id": revision.brief_id,
+        "revision_id": revision.id,
+        "key": key,
+        "payload_hash": revision.payload_hash,
+        "external_id": external_id,
+        "permalink": permalink,
+        "now": now,
+    }
+    with execute_prepared(RECORD_PUBLICATION_SQL, params) as cursor:
+        inserted = cursor.fetchone()
+    if inserted is None:
+        publication = Publication.objects.get(operation_key=key)
+    else:
+        # What was just inserted: no second round trip to read it back.
+        publication = Publication.from_db(
+            None,
+            ["id", "brief_id", "revision_id", "operation_key", "payload_hash", "external_id", "permalink"],
+            [inserted[0], revision.brief_id, revision.id, key, revision.payload_hash, external_id, permalink],
+        )
+        publication.created_at, publication.verified_at = now, None
+    publication.revision = revision
     enqueue_operation(
         key=verify_key(public_id, revision.number),
         kind=VERIFY,
@@ -89,9 +116,9 @@ def do_record_publication(
         subject_type="brief",
         subject_id=public_id,
         arguments={"revision": revision.number, "publish_key": key},
-        after=[(Operation.objects.get(id=publish_operation_id), Dependency.Requires.SUCCESS)],
+        after=[(publish_operation_id, Dependency.Requires.SUCCESS)],
     )
-    if created:
+    if inserted is not None:
         record_audit_event(
             acting_user=None,
             event_type="publication.recorded",
@@ -103,6 +130,52 @@ def do_record_publication(
     return publication
 
 
+# The verification's finalize locks the brief in a statement of its own (first: README, "Lock
+# order"): a statement that waited for the lock still reads other tables as they were when it began,
+# and would miss a revision the lock's holder added meanwhile.
+LOCK_BRIEF_SQL = f"""
+SELECT public_id, status, published_revision_number, author_id
+FROM {Brief._meta.db_table} WHERE id = %(brief_id)s
+FOR NO KEY UPDATE
+"""  # noqa: S608 -- the table name from the model; every value is a parameter
+
+# Then its writes in one statement: mark the publication observed, advance the brief's published
+# revision (never backwards: invariant 4) and show it published when this is its latest revision
+# and its status may go there (do_change_brief_status's rule). It returns the brief's new status
+# (None when it did not advance), its latest revision number, and the brief's stuck publications
+# of older revisions (publish or verify operations in resolutions.OPEN), which this one replaces.
+RECORD_VERIFICATION_SQL = f"""
+WITH verified AS (
+    UPDATE {Publication._meta.db_table} SET verified_at = %(now)s
+    WHERE id = %(publication_id)s AND verified_at IS NULL
+),
+latest AS (
+    SELECT max(number) AS number FROM {Revision._meta.db_table} WHERE brief_id = %(brief_id)s
+),
+shown AS (
+    SELECT b.id, (SELECT number FROM latest) = %(number)s AND b.status = ANY(%(may_publish)s::text[]) AS published
+    FROM {Brief._meta.db_table} b WHERE b.id = %(brief_id)s
+),
+advanced AS (
+    UPDATE {Brief._meta.db_table} b
+    SET published_revision_number = %(number)s,
+        status = CASE WHEN shown.published THEN %(published)s ELSE b.status END,
+        updated_at = CASE WHEN shown.published THEN %(now)s ELSE b.updated_at END
+    FROM shown
+    WHERE b.id = shown.id
+      AND (b.published_revision_number IS NULL OR b.published_revision_number < %(number)s)
+    RETURNING b.status
+)
+SELECT (SELECT status FROM advanced),
+       (SELECT number FROM latest),
+       ARRAY(SELECT o.id FROM {Operation._meta.db_table} o
+             WHERE o.subject_type = 'brief' AND o.subject_id = %(public_id)s
+               AND o.kind = ANY(%(kinds)s::text[]) AND o.status = ANY(%(open)s::text[])
+               AND o.arguments -> 'revision' < to_jsonb(%(number)s::integer)
+             ORDER BY o.id)
+"""  # noqa: S608 -- table names from the models; every value is a parameter
+
+
 @transaction.atomic(savepoint=False)
 def do_record_verification(publication: Publication) -> None:
     """Record the observation (invariant 10) and advance the brief's published revision, never
@@ -112,25 +185,38 @@ def do_record_verification(publication: Publication) -> None:
     operation rows; the fenced update locks the verify operation last (README, "Lock order").
     """
     number = publication.revision.number
-    brief = Brief.objects.select_for_update(of=("self",), no_key=True).get(id=publication.brief_id)
-    Publication.objects.filter(id=publication.id, verified_at__isnull=True).update(verified_at=timezone.now())
-    old = {"published_revision": brief.published_revision_number, "status": brief.status}
-    advanced = Brief.objects.filter(
-        Q(published_revision_number__isnull=True) | Q(published_revision_number__lt=number), id=brief.id
-    ).update(published_revision_number=number)
-    if not advanced:
+    with execute_prepared(LOCK_BRIEF_SQL, {"brief_id": publication.brief_id}) as cursor:
+        public_id, status, published_before, author_id = cursor.fetchone()  # type: ignore[misc]
+    params = {
+        "brief_id": publication.brief_id,
+        "publication_id": publication.id,
+        "public_id": public_id,
+        "number": number,
+        "now": timezone.now(),
+        "published": Brief.Status.PUBLISHED,
+        "may_publish": statuses_leading_to(Brief.Status.PUBLISHED),
+        "kinds": [PUBLISH, VERIFY],
+        "open": list(OPEN),
+    }
+    with execute_prepared(RECORD_VERIFICATION_SQL, params) as cursor:
+        new_status, latest, replaced = cursor.fetchone()  # type: ignore[misc]
+    if new_status is None:  # a newer revision is published already: nothing advances
         return
-    brief.published_revision_number = number
-    do_close_replaced_problems(brief, published_number=number)
-    latest = brief.revisions.order_by("-number").values_list("number", flat=True).first()
-    if latest == number and brief.status != Brief.Status.PUBLISHED:
-        do_change_brief_status(brief, Brief.Status.PUBLISHED)
+    if latest == number and status != Brief.Status.PUBLISHED:
+        check_brief_transition(public_id, status, Brief.Status.PUBLISHED)  # raises: the finalize rolls back
+    do_close_replaced_problems(replaced, published_number=number)
     record_audit_event(
         acting_user=None,
         event_type="publication.verified",
         subject_type="brief",
-        subject_id=brief.public_id,
-        old_state=old,
-        new_state={"published_revision": number, "status": brief.status, "permalink": publication.permalink},
+        subject_id=public_id,
+        old_state={"published_revision": published_before, "status": status},
+        new_state={"published_revision": number, "status": new_status, "permalink": publication.permalink},
+    )
+    # from_db takes the loaded fields in the model's order; the rest load if ever read.
+    brief = Brief.from_db(
+        None,
+        ["id", "public_id", "author_id", "status", "published_revision_number"],
+        [publication.brief_id, public_id, author_id, new_status, number],
     )
     do_notify_published(brief, revision_number=number, permalink=publication.permalink)

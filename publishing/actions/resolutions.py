@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from publishing.identities import PUBLISH, VERIFY, publish_key
-from publishing.models import Brief
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors import get_publication_problem
 from publishing.validation import clean_text
@@ -111,13 +110,10 @@ def check_cancel_publication(operation: Operation, *, reason: str, acting_user: 
 
 
 @transaction.atomic(savepoint=False)
-def do_close_replaced_problems(brief: Brief, *, published_number: int) -> None:
+def do_close_replaced_problems(operation_ids: list[int], *, published_number: int) -> None:
     """Revision `published_number` is published: the stuck publications of older revisions are
-    over (a newer revision was published instead), each cancelled with that reason and audited."""
-    stuck = (
-        Operation.objects.for_subject("brief", brief.public_id)
-        .filter(kind__in=(PUBLISH, VERIFY), status__in=OPEN, arguments__revision__lt=published_number)
-        .order_by("id")
-    )
-    for operation in stuck:
+    over (a newer revision was published instead), each cancelled with that reason and audited.
+    The verification's finalize finds them (publications.RECORD_VERIFICATION_SQL): the brief's
+    publish and verify operations in OPEN, of revisions older than `published_number`."""
+    for operation in Operation.objects.filter(id__in=operation_ids).order_by("id"):
         do_cancel_operation(operation, reason=f"revision {published_number} was published instead", acting_user=None)

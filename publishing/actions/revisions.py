@@ -35,11 +35,21 @@ BRIEF_TRANSITIONS: dict[str, set[str]] = {
 }
 
 
+def check_brief_transition(public_id: str, old: str, new: str) -> None:
+    """Raises InvalidInput unless a brief may go from `old` to `new`."""
+    if new not in BRIEF_TRANSITIONS[old]:
+        raise InvalidInput(f"{public_id} cannot go from {old} to {new}.")
+
+
+def statuses_leading_to(status: str) -> list[str]:
+    """Every status a brief may go to `status` from, for a statement that moves it there itself."""
+    return sorted(old for old, allowed in BRIEF_TRANSITIONS.items() if status in allowed)
+
+
 def do_change_brief_status(brief: Brief, status: str) -> str:
     """Move the brief (whose row the caller has locked) to `status`; returns the old status."""
     old = brief.status
-    if status not in BRIEF_TRANSITIONS[old]:
-        raise InvalidInput(f"{brief.public_id} cannot go from {old} to {status}.")
+    check_brief_transition(brief.public_id, old, status)
     brief.status = status
     brief.updated_at = timezone.now()
     brief.save(update_fields=["status", "updated_at"])

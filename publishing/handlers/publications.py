@@ -13,13 +13,12 @@ import dataclasses
 import logging
 from typing import Any
 
-from approvals.selectors import get_valid_approval
 from publishing.actions.publications import do_record_publication, do_record_verification
 from publishing.clients import target
 from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH, publish_key
 from publishing.models import Revision
-from publishing.selectors import get_newer_attempted_publish, get_newer_published_revision, get_publication
+from publishing.selectors import PublishChecks, get_publication, get_publish_checks
 from publishing.verification import shows_title
 from workers.actions.claims import renew_lease
 from workers.crashpoints import crash_point
@@ -45,17 +44,16 @@ def _check_receipt(claimed: ClaimedOperation, receipt: target.Receipt) -> target
     return receipt
 
 
-def _account_for_newer(revision: Revision) -> None:
+def _account_for_newer(checks: PublishChecks) -> None:
     """Stop (superseded) when Galley itself published, or may have sent, a newer revision."""
-    newer = get_newer_published_revision(revision)
-    if newer is not None:
-        raise Superseded(f"revision {newer} of {revision.brief.public_id} is already published")
+    public_id = checks.revision.brief.public_id
+    if checks.newer_published is not None:
+        raise Superseded(f"revision {checks.newer_published} of {public_id} is already published")
     # Never send revision N once a newer revision's publish may have reached the target (it has
     # made an attempt): in the normal order the newer one waits for this one, so this only
     # stops an older intent revived late, e.g. by an operator.
-    attempted = get_newer_attempted_publish(revision)
-    if attempted is not None:
-        raise Superseded(f"revision {attempted} of {revision.brief.public_id} may already be at the target")
+    if checks.newer_attempted is not None:
+        raise Superseded(f"revision {checks.newer_attempted} of {public_id} may already be at the target")
 
 
 def handle_publish(claimed: ClaimedOperation) -> Success:
@@ -65,13 +63,14 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
     first and adopts what the target holds instead of sending again.
     """
     number = int(claimed.arguments["revision"])
-    revision = Revision.objects.select_related("brief").get(brief__public_id=claimed.subject_id, number=number)
+    checks = get_publish_checks(claimed.subject_id, number)
+    revision = checks.revision
     if revision.payload_hash != claimed.payload_hash:
         raise OperationFailed(
             FailureKind.INVALID,
             f"{claimed.key} carries hash {claimed.payload_hash[:12]}…, revision {number} has another",
         )
-    if get_valid_approval(revision) is None:
+    if not checks.approved:
         raise OperationFailed(
             FailureKind.INVALID,
             f"no approval of revision {number} with hash {revision.payload_hash[:12]}… exists; refusing to publish",
@@ -82,7 +81,9 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
         if found is not None:
             logger.info("adopting the target's existing publication", extra=claimed.log_extra())
             return _published(claimed, revision, _check_receipt(claimed, found), applied=False)
-    _account_for_newer(revision)
+        # The lookup took a network round trip: what Galley itself did meanwhile is read again.
+        checks = get_publish_checks(claimed.subject_id, number)
+    _account_for_newer(checks)
     # Fence check immediately before the side effect: a worker that lost its lease stops here.
     renew_lease(claimed)
     try:
@@ -104,7 +105,7 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
             # there (a race with it); otherwise the target holds something Galley cannot account
             # for, and an operator decides. What it holds under Galley's key for that revision,
             # if anything, is recorded for the comparison.
-            _account_for_newer(revision)
+            _account_for_newer(get_publish_checks(claimed.subject_id, number))
             current = int((failure.target_state or {})["revision"])
             held = call_service(lambda: client.lookup(publish_key(claimed.subject_id, current)))
         else:
@@ -142,7 +143,7 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
     if receipt.payload_hash != claimed.payload_hash:
         # A target that keeps one record per brief (WordPress: one post) shows a newer revision
         # once Galley published it: that one is verified on its own.
-        newer = get_newer_published_revision(publication.revision)
+        newer = get_publish_checks(claimed.subject_id, publication.revision.number).newer_published
         if newer is not None and receipt.revision >= newer:
             raise Superseded(f"revision {newer} of {claimed.subject_id} is published since and verified on its own")
         raise OperationFailed(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet, Value
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -27,6 +27,7 @@ from workers.doorbell import ring_doorbell
 from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed
 from workers.models import Attempt, Conflict, Operation, OperationStatus
 from workers.policy import WAIT_KINDS, Decision, Disposition, decide
+from workers.prepared import execute_prepared
 from workers.registry import ClaimedOperation, OperatorNeeded, Success, operator_needed
 
 S = OperationStatus
@@ -155,17 +156,14 @@ def claim_due(*, worker_id: str, limit: int, kinds: list[str] | None = None) -> 
     and the attempt count and opens an Attempt row, all in that one statement, which commits on
     its own (autocommit): a claim is never part of a caller's transaction but a test's.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            CLAIM_SQL,
-            {
-                "kinds": kinds,
-                "limit": limit,
-                "owner": worker_id,
-                "lease": settings.GALLEY_LEASE_SECONDS,
-                "ambiguous_kinds": sorted(AMBIGUOUS_KINDS),
-            },
-        )
+    params = {
+        "kinds": kinds,
+        "limit": limit,
+        "owner": worker_id,
+        "lease": settings.GALLEY_LEASE_SECONDS,
+        "ambiguous_kinds": sorted(AMBIGUOUS_KINDS),
+    }
+    with execute_prepared(CLAIM_SQL, params) as cursor:
         rows = cursor.fetchall()
     if not rows:
         return Claims([], more_due=False)
@@ -217,6 +215,7 @@ SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
 WHERE {FENCE_SQL}
 """  # noqa: S608 -- composed of this module's constants
 
+
 HOLDS_LEASE_SQL = f"SELECT EXISTS (SELECT 1 FROM workers_operation WHERE {FENCE_SQL})"  # noqa: S608 -- constants
 
 # A success in one statement: the fenced update (which locks the operation row, last in the
@@ -247,8 +246,7 @@ def _fence_params(claimed: ClaimedOperation) -> dict[str, Any]:
 
 def renew_lease(claimed: ClaimedOperation) -> None:
     """Extend the lease before a step that could outlive it; raises LeaseLost if it is gone."""
-    with connection.cursor() as cursor:
-        cursor.execute(RENEW_SQL, {**_fence_params(claimed), "lease": settings.GALLEY_LEASE_SECONDS})
+    with execute_prepared(RENEW_SQL, {**_fence_params(claimed), "lease": settings.GALLEY_LEASE_SECONDS}) as cursor:
         if cursor.rowcount == 0:
             raise LeaseLost(claimed.key)
 
@@ -286,24 +284,20 @@ def complete_operation(claimed: ClaimedOperation, success: Success, *, started: 
     the fenced update, which rolls the finalize back. Raises LeaseLost.
     """
     with transaction.atomic(durable=True):
-        with connection.cursor() as cursor:
-            cursor.execute(HOLDS_LEASE_SQL, _fence_params(claimed))
-            if not cursor.fetchone()[0]:
+        with execute_prepared(HOLDS_LEASE_SQL, _fence_params(claimed)) as cursor:
+            if not cursor.fetchone()[0]:  # type: ignore[index]
                 raise LeaseLost(claimed.key)
         if success.finalize is not None:
             success.finalize()
-        with connection.cursor() as cursor:
-            cursor.execute(
-                SUCCEED_SQL,
-                {
-                    **_fence_params(claimed),
-                    "result": json.dumps(success.result),
-                    "usage": json.dumps(success.usage),
-                    "attempt_id": claimed.attempt_id,
-                    "duration_ms": int((time.monotonic() - started) * 1000),
-                },
-            )
-            succeeded, has_dependents = cursor.fetchone()
+        params = {
+            **_fence_params(claimed),
+            "result": json.dumps(success.result),
+            "usage": json.dumps(success.usage),
+            "attempt_id": claimed.attempt_id,
+            "duration_ms": int((time.monotonic() - started) * 1000),
+        }
+        with execute_prepared(SUCCEED_SQL, params) as cursor:
+            succeeded, has_dependents = cursor.fetchone()  # type: ignore[misc]
         if not succeeded:
             raise LeaseLost(claimed.key)
         if has_dependents:

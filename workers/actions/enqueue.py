@@ -16,6 +16,7 @@ from django.utils import timezone
 from workers.audit import record_audit_event
 from workers.doorbell import NOTIFY_SQL, rang_in_statement, rings
 from workers.models import Conflict, Operation, OperationStatus
+from workers.prepared import execute_prepared
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def enqueue_operation(
     subject_type: str,
     subject_id: str,
     arguments: dict[str, Any] | None = None,
-    after: Iterable[tuple[Operation, str]] = (),
+    after: Iterable[tuple[Operation | int, str]] = (),
     max_attempts: int | None = None,
 ) -> Enqueued:
     """Record the intent `key` in the caller's transaction, idempotently (invariants 1, 2, 5).
@@ -74,7 +75,7 @@ def enqueue_operation(
     with the same payload hash returns the existing operation (created False). With another
     hash nothing is enqueued: a Conflict is recorded and audited, in the caller's
     transaction, and returned for the caller to report — never as a success. `after` adds
-    durable prerequisites as (operation, Dependency.Requires). Rings the doorbell on commit.
+    durable prerequisites as (operation or its id, Dependency.Requires). Rings the doorbell on commit.
     """
     now = timezone.now()
     edges = list(after)
@@ -87,19 +88,18 @@ def enqueue_operation(
         "arguments": arguments or {},
         "max_attempts": max_attempts or settings.GALLEY_MAX_ATTEMPTS,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(
-            ENQUEUE_SQL,
-            {
-                **fields,
-                "arguments": json.dumps(fields["arguments"], sort_keys=True),
-                "deadline_seconds": settings.GALLEY_OPERATION_DEADLINE_SECONDS,
-                "now": now,
-                "ring": rings(),
-                "prerequisites": [prerequisite.id for prerequisite, _requires in edges],
-                "requires": [str(requires) for _prerequisite, requires in edges],
-            },
-        )
+    params = {
+        **fields,
+        "arguments": json.dumps(fields["arguments"], sort_keys=True),
+        "deadline_seconds": settings.GALLEY_OPERATION_DEADLINE_SECONDS,
+        "now": now,
+        "ring": rings(),
+        "prerequisites": [
+            prerequisite if isinstance(prerequisite, int) else prerequisite.id for prerequisite, _ in edges
+        ],
+        "requires": [str(requires) for _prerequisite, requires in edges],
+    }
+    with execute_prepared(ENQUEUE_SQL, params) as cursor:
         row = cursor.fetchone()
     if row is not None:
         if rings():
