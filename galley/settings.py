@@ -295,5 +295,9 @@ LOGGING = {
         # with the access-failure rows they are the audit trail of the login pages. Its INFO lines
         # (four per successful sign-in) are left out; successes are rows in the admin's access logs.
         "axes": {"level": "WARNING"},
+        # httpx and httpcore log every request at INFO (three lines per publication) without the
+        # operation it served; a worker's own lines name it, and every failure reaches them.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
     },
 }

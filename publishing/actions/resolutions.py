@@ -115,5 +115,7 @@ def do_close_replaced_problems(operation_ids: list[int], *, published_number: in
     over (a newer revision was published instead), each cancelled with that reason and audited.
     The verification's finalize finds them (publications.RECORD_VERIFICATION_SQL): the brief's
     publish and verify operations in OPEN, of revisions older than `published_number`."""
+    if not operation_ids:  # the usual case, on every verification: not even a query to compile
+        return
     for operation in Operation.objects.filter(id__in=operation_ids).order_by("id"):
         do_cancel_operation(operation, reason=f"revision {published_number} was published instead", acting_user=None)

@@ -261,3 +261,45 @@ def test_atomic_continuation__publish_and_verify_finalize_lock_the_brief_before_
     assert_all_committed(worker_session)
     assert (brief_free, operation_free) == (False, True)
     assert Operation.objects.get(id=worker.claimed.operation_id).status == "succeeded"
+
+
+def test_atomic_continuation__verify_finalize_behind_a_revision_save__counts_the_new_revision(
+    approved, editor, monkeypatch
+):
+    """The verification's finalize waits for the brief while an editor saves revision 2, then commits:
+    revision 1 is published and verified, and the brief stays in review (revision 2 waits for its own)."""
+    (publish,) = claim_operations(worker_id="worker-0", limit=1, kinds=[PUBLISH])
+    complete_operation(
+        publish, Success(finalize=lambda: record_publication(approved, publish.operation_id)), started=0.0
+    )
+    publication = Publication.objects.get()
+    (verify,) = claim_operations(worker_id="worker-1", limit=1, kinds=[VERIFY])
+    saved, release_edit = threading.Event(), threading.Event()
+
+    def save_and_hold() -> None:
+        with transaction.atomic(durable=True):
+            check_create_revision(
+                approved.brief.public_id,
+                base_number=1,
+                title="Harbour strike",
+                body="Dockers are back.",
+                acting_user=editor,
+            )
+            saved.set()
+            assert release_edit.wait(WAIT_SECONDS), "the edit was never released"
+
+    edit = Session("revision save", save_and_hold).begin()
+    assert saved.wait(WAIT_SECONDS), f"the edit did not save: {edit.error!r}"
+    finalize = Session(
+        "verify finalize",
+        lambda: complete_operation(verify, Success(finalize=lambda: do_record_verification(publication)), started=0.0),
+    ).begin()
+    wait_until_blocked_or_done(finalize)
+    assert finalize.is_alive(), f"the verification did not wait for the brief: {finalize.error!r}"
+
+    release_edit.set()
+
+    assert_all_committed(edit, finalize)
+    brief = Brief.objects.get(pk=approved.brief_id)
+    assert (brief.published_revision_number, brief.status) == (1, Brief.Status.IN_REVIEW)
+    assert Publication.objects.get().verified_at is not None
