@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Upper
 from django.urls import reverse
 from django.utils import timezone
 
@@ -22,6 +23,13 @@ class Brief(models.Model):
 
     public_id = models.CharField(max_length=32, unique=True, editable=False, help_text="Stable job id, e.g. brief-042.")
     title = models.CharField(max_length=200)
+    # The title as the brief list's search compares it (UPPER, as icontains does), stored: folding
+    # every title's case in each search was two thirds of its cost (migration 0011).
+    title_search = models.GeneratedField(
+        expression=Upper("title"),
+        output_field=models.CharField(max_length=200),
+        db_persist=True,
+    )
     source_material = models.TextField(blank=True)
     source_hash = models.CharField(
         max_length=64, blank=True, help_text="publishing.hashing.source_hash of the source material."
@@ -52,9 +60,13 @@ class Brief(models.Model):
         # The brief list (publishing.selectors.list_briefs) picks a page's ids from these alone: they
         # hold its order, its status filter and the columns its search reads (migration 0009).
         indexes = [
-            models.Index(fields=["-created_at", "-id"], include=["title", "public_id"], name="brief_created_idx"),
             models.Index(
-                fields=["status", "-created_at", "-id"], include=["title", "public_id"], name="brief_status_created_idx"
+                fields=["-created_at", "-id"], include=["title_search", "public_id"], name="brief_created_idx"
+            ),
+            models.Index(
+                fields=["status", "-created_at", "-id"],
+                include=["title_search", "public_id"],
+                name="brief_status_created_idx",
             ),
         ]
 

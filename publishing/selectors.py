@@ -8,8 +8,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Max, OuterRef, Q, QuerySet, Subquery, Sum
-from django.db.models.functions import TruncMinute
+from django.db.models import (
+    Avg,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.functions import TruncMinute, Upper
 
 from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
@@ -83,7 +96,9 @@ def list_briefs(*, query: str = "", status: str = "") -> BriefList:
     if query:
         # Public ids are lowercase (constraint brief_public_id_form): matching the lowered query
         # is iexact without an UPPER() of every row's id.
-        briefs = briefs.filter(Q(title__icontains=query) | Q(public_id=query.strip().lower()))
+        # The title is matched as icontains does (UPPER on both sides), against the stored
+        # upper-cased title, so no row's title is folded again.
+        briefs = briefs.filter(Q(title_search__contains=Upper(Value(query))) | Q(public_id=query.strip().lower()))
     if status:
         briefs = briefs.filter(status=status)
     return BriefList(briefs)
