@@ -54,22 +54,17 @@ def do_notify(
         Notification(recipient=user, event=event, brief=brief, revision_number=revision_number, message=message[:500])
         for user in chosen
     )
-    _enqueue_emails([(n.pk, n.recipient_id, n.recipient.email) for n in notifications], message=message)
-    return notifications
-
-
-def _enqueue_emails(notifications: Iterable[tuple[int, int, str]], *, message: str) -> None:
-    """The intent to email each (notification id, recipient id, address) that has an address."""
-    for notification_id, recipient_id, email in notifications:
-        if not email:
+    for notification in notifications:
+        if not notification.recipient.email:
             continue
         enqueue_operation(
-            key=notification_email_key(notification_id),
+            key=notification_email_key(notification.pk),
             kind=NOTIFICATION_EMAIL,
-            payload_hash=hashlib.sha256(f"{recipient_id}\n{message}".encode()).hexdigest(),
+            payload_hash=hashlib.sha256(f"{notification.recipient_id}\n{message}".encode()).hexdigest(),
             subject_type="notification",
-            subject_id=str(notification_id),
+            subject_id=str(notification.pk),
         )
+    return notifications
 
 
 def _members(role: Role) -> list[User]:
@@ -149,44 +144,37 @@ def do_notify_commented(comment: Comment, *, acting_user: User) -> None:
     )
 
 
-# do_notify's rules (active accounts, each once) for the brief's author and the revision's approvers,
-# as one INSERT … SELECT: it runs in every verification's finalize.
-NOTIFY_PUBLISHED_SQL = f"""
-WITH inserted AS (
-    INSERT INTO {Notification._meta.db_table}
-        (recipient_id, event, brief_id, revision_number, message, created_at, read_at, emailed_at)
-    SELECT u.id, %(event)s, %(brief_id)s, %(number)s, %(message)s, %(now)s, NULL, NULL
-    FROM {User._meta.db_table} u
-    WHERE u.is_active
-      AND (u.id = %(author_id)s
-           OR u.id IN (SELECT a.approver_id
-                       FROM {Approval._meta.db_table} a
-                       JOIN {Revision._meta.db_table} r ON r.id = a.revision_id
-                       WHERE r.brief_id = %(brief_id)s AND r.number = %(number)s AND a.decision = %(approved)s))
-    ORDER BY u.id <> %(author_id)s, u.id
-    RETURNING id, recipient_id
-)
-SELECT inserted.id, inserted.recipient_id, u.email
-FROM inserted JOIN {User._meta.db_table} u ON u.id = inserted.recipient_id
-ORDER BY inserted.id
+# Who is told of a publication: the brief's author and the revision's approvers, read in one prepared
+# statement (it runs in every verification's finalize); do_notify applies its rules to them.
+PUBLISHED_RECIPIENTS_SQL = f"""
+SELECT u.id, u.email, u.is_active
+FROM {User._meta.db_table} u
+WHERE u.id = %(author_id)s
+   OR u.id IN (SELECT a.approver_id
+               FROM {Approval._meta.db_table} a
+               JOIN {Revision._meta.db_table} r ON r.id = a.revision_id
+               WHERE r.brief_id = %(brief_id)s AND r.number = %(number)s AND a.decision = %(approved)s)
+ORDER BY u.id <> %(author_id)s, u.id
 """  # noqa: S608 -- table names from the models; every value is a parameter
 
 
 def do_notify_published(brief: Brief, *, revision_number: int, permalink: str) -> None:
     """In the verify operation's finalize: the brief's author and whoever approved the revision."""
-    message = f"Revision {revision_number} of {brief.public_id} is published and verified at {permalink}."
     params = {
-        "event": Notification.Event.PUBLISHED,
         "brief_id": brief.pk,
         "number": revision_number,
-        "message": message[:500],
-        "now": timezone.now(),
         "author_id": brief.author_id,
         "approved": Approval.Decision.APPROVED,
     }
-    with execute_prepared(NOTIFY_PUBLISHED_SQL, params) as cursor:
-        recipients = cursor.fetchall()
-    _enqueue_emails(recipients, message=message)
+    with execute_prepared(PUBLISHED_RECIPIENTS_SQL, params) as cursor:
+        recipients = [User.from_db(None, ["id", "email", "is_active"], row) for row in cursor.fetchall()]
+    do_notify(
+        recipients,
+        event=Notification.Event.PUBLISHED,
+        brief=brief,
+        revision_number=revision_number,
+        message=f"Revision {revision_number} of {brief.public_id} is published and verified at {permalink}.",
+    )
 
 
 def do_notify_publish_problem(needed: OperatorNeeded) -> None:

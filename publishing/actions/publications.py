@@ -102,12 +102,17 @@ def do_record_publication(
         publication = Publication.objects.get(operation_key=key)
     else:
         # What was just inserted: no second round trip to read it back.
-        publication = Publication.from_db(
-            None,
-            ["id", "brief_id", "revision_id", "operation_key", "payload_hash", "external_id", "permalink"],
-            [inserted[0], revision.brief_id, revision.id, key, revision.payload_hash, external_id, permalink],
+        publication = Publication(
+            id=inserted[0],
+            brief_id=revision.brief_id,
+            revision=revision,
+            operation_key=key,
+            payload_hash=revision.payload_hash,
+            external_id=external_id,
+            permalink=permalink,
+            created_at=now,
         )
-        publication.created_at, publication.verified_at = now, None
+        publication._state.adding = False
     publication.revision = revision
     enqueue_operation(
         key=verify_key(public_id, revision.number),
