@@ -15,6 +15,11 @@ from publishing.models import Brief, Revision
 from workers.models import AuditEvent, Operation
 
 
+def policy_directives(header: str) -> dict[str, str]:
+    """A Content-Security-Policy header as {directive: sources}; the header's directive order is not fixed."""
+    return dict([*part.strip().split(" ", 1), ""][:2] for part in header.split(";") if part.strip())
+
+
 def db_counts() -> dict[str, int]:
     """Rows of every table a web action may write; equal before and after means nothing was written."""
     return {

@@ -16,6 +16,7 @@ from publishing.actions.revisions import check_create_revision
 from publishing.roles import Role
 from tests.browser import PASSWORD, TIMEOUT_MS, screenshot, sign_in
 from tests.processes import BASE_DIR
+from tests.web import policy_directives
 
 # What galley.css gives <body> (--bg): a page that shows it has Galley's stylesheet applied.
 GALLEY_BACKGROUND = "rgb(246, 247, 249)"
@@ -27,10 +28,6 @@ document.addEventListener("securitypolicyviolation", (event) => {
   window.__cspViolations.push(`${event.violatedDirective} blocked ${event.blockedURI || "inline"} (${where})`);
 });
 """
-
-
-def policy_directives(header: str) -> dict[str, str]:
-    return dict([*part.strip().split(" ", 1), ""][:2] for part in header.split(";") if part.strip())
 
 
 @pytest.mark.django_db

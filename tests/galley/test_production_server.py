@@ -23,6 +23,7 @@ import pytest
 
 from galley import embedded_database
 from tests.processes import BASE_DIR, Child, free_port, kill, process_env, wait_for_http, wait_until
+from tests.web import policy_directives
 
 pytestmark = pytest.mark.acceptance
 
@@ -208,10 +209,7 @@ def assert_security_headers(response: httpx.Response) -> None:
     assert headers["Referrer-Policy"] == "same-origin"
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["Cross-Origin-Opener-Policy"] == "same-origin"
-    policy = dict(
-        [*directive.split(" ", 1), ""][:2]
-        for directive in (part.strip() for part in headers["Content-Security-Policy"].split(";"))
-    )
+    policy = policy_directives(headers["Content-Security-Policy"])
     assert policy["default-src"] == "'self'"
     assert policy["script-src"] == "'self'"  # no inline script, no eval
     assert policy["frame-ancestors"] == "'none'"
