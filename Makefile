@@ -18,6 +18,10 @@ serve: $(INSTALLED)
 	@test -n "$$SECRET_KEY" || { echo 'make serve: set SECRET_KEY (README, "Production")' >&2; exit 1; }
 	@test -n "$$DATABASE_URL" || { echo 'make serve: set DATABASE_URL (README, "Production")' >&2; exit 1; }
 	DEBUG=false $(PY) manage.py collectstatic --noinput --verbosity 0
+	@# prometheus-client's multiprocess files outlive their processes: a server that started on them would
+	@# report the previous run's request counts, and every past worker's files would pile up.
+	@if [ -n "$${PROMETHEUS_MULTIPROC_DIR:-}" ]; then \
+		mkdir -p "$$PROMETHEUS_MULTIPROC_DIR" && rm -f "$$PROMETHEUS_MULTIPROC_DIR"/*.db; fi
 	DEBUG=false exec $(VENV)/bin/gunicorn galley.wsgi --bind $${GALLEY_HOST:-127.0.0.1}:$${GALLEY_PORT:-8000} \
 		--workers $${WEB_CONCURRENCY:-4} --access-logfile - --forwarded-allow-ips $${FORWARDED_ALLOW_IPS:-127.0.0.1}
 

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from galley import embedded_database
 from tests.processes import BASE_DIR, Child, free_port, kill, process_env, wait_for_http, wait_until
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.acceptance
 
 HTTPS = {"X-Forwarded-Proto": "https"}  # what the TLS-ending proxy adds (SECURE_PROXY_SSL_HEADER)
 PASSWORD = "correct-horse-battery-staple"
+METRICS_TOKEN = "scraper-token"
 
 
 class Postgres:
@@ -108,7 +111,15 @@ def serve(tmp_path: Path, postgres: Postgres) -> Iterator[tuple[str, dict[str, s
         SECURE_SSL_REDIRECT="true",
         WEB_CONCURRENCY="2",
         GALLEY_VAR_DIR=str(tmp_path / "var"),
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+        GALLEY_METRICS_TOKEN=METRICS_TOKEN,
     )
+    # What a previous run of the server left in the metrics directory: a thousand sign-in pages counted.
+    previous_run = "import django; django.setup(); from galley import metrics; " + (
+        "metrics.HTTP_REQUESTS.labels('GET', 'login', '200').inc(1000)"
+    )
+    (tmp_path / "metrics").mkdir()
+    subprocess.run([sys.executable, "-c", previous_run], env=env, check=True, timeout=120)
     log = tmp_path / "serve.log"
     child = Child("serve", make_serve(env, log), log)
     base = f"http://127.0.0.1:{port}"
@@ -183,6 +194,19 @@ def test_make_serve__static_files_headers_and_readiness(serve, postgres, tmp_pat
         admin = browser.get("/admin/", headers={"Cookie": f"sessionid={session_cookie}"})
         assert admin.status_code == 200
         assert_security_headers(admin)
+
+    # One scrape sums the requests of both gunicorn workers, of this run only: `make serve` emptied the
+    # metrics directory the previous run left.
+    scrape = get(f"{base}/metrics", headers={**HTTPS, "Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert scrape.status_code == 200, scrape.text[:2000]
+    counted = {
+        (sample.labels["route"], sample.labels["method"], sample.labels["status"]): sample.value
+        for family in text_string_to_metric_families(scrape.text)
+        for sample in family.samples
+        if sample.name == "galley_http_requests_total"
+    }
+    assert counted[("login", "GET", "200")] == 1, counted
+    assert counted[("login", "POST", "302")] == 1, counted
 
     # Plain HTTP is sent to HTTPS, but for the probes, which load balancers send over plain HTTP.
     plain = get(f"{base}/login/")
