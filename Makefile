@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 BENCH_INSTALLED := $(VENV)/.installed-bench
 
-.PHONY: run serve test bench chaos lint install browser wordpress clean
+.PHONY: run serve test bench chaos lint install browser wordpress faketime clean
 
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
@@ -27,7 +27,7 @@ serve: $(INSTALLED)
 
 # Every browser test's screenshots are kept as test artifacts (tests/browser.py); GALLEY_TEST_SCREENSHOTS=
 # (empty) keeps none.
-test: $(INSTALLED) browser wordpress
+test: $(INSTALLED) browser wordpress faketime
 	GALLEY_TEST_SCREENSHOTS=$${GALLEY_TEST_SCREENSHOTS-var/test-artifacts/screenshots} $(PY) -m pytest $(PYTEST_ARGS)
 
 # The benchmarks (python -m tests.benchmarks; not part of `make test`): Galley's figures beside peers
@@ -78,6 +78,14 @@ wordpress:
 		&& PATH="$$PATH:/usr/sbin:/sbin" command -v mariadbd >/dev/null 2>&1; } || { \
 		echo "Installing Debian's wordpress, php-cli, php-mysql and mariadb-server for the WordPress tests"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordpress php-cli php-mysql mariadb-server >/dev/null; \
+	}
+
+# The clock-skew test of the claim (tests/workers/test_invariant_guards.py) runs a worker whose clock
+# Debian's libfaketime moves 30 minutes away from the database's.
+faketime:
+	@command -v faketime >/dev/null 2>&1 || { \
+		echo "Installing Debian's faketime for the clock-skew test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
 	}
 
 clean:
