@@ -215,6 +215,8 @@ class OfflineProvider:
     model = "galley-offline-extractive-2"
 
     def complete(self, *, system: str, prompt: str, seed: str) -> Completion:
+        # It stands in for a provider across the network, so it refuses where one would be refused.
+        http.refuse_in_transaction("a completion by the offline AI provider")
         task = TASK.match(system)
         kind = task.group(1) if task else "draft"
         sentences = sentences_of(prompt.split("\n\n", 1)[-1])
@@ -253,6 +255,7 @@ class OpenAIProvider:
             headers={"Authorization": f"Bearer {api_key}"},
             timeout=httpx.Timeout(timeout),
             transport=transport,
+            event_hooks={"request": [http.refuse_request_in_transaction]},
         )
 
     def close(self) -> None:

@@ -12,6 +12,11 @@ do next (invariant 9), Retry-After parsing, and one client per process per confi
 
 Each client subclasses these with its own names (TargetTimeout, AIThrottled, …), so that worker
 handlers map every client's failures to failure kinds in one place.
+
+No call leaves with a database transaction open on its thread (invariant 8): every client's httpx
+requests pass `refuse_request_in_transaction` (an event hook), and the offline AI provider's
+completions `refuse_in_transaction`, which raises TransactionOpen before anything is sent. It is no
+ServiceError: it is Galley's own bug, not the service's answer.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Generic, Protocol, TypeVar
+
+import httpx
+import psycopg
+from django.db import connections
 
 
 class ServiceError(Exception):
@@ -63,6 +72,49 @@ class ServiceAuthError(ServiceError):
 
 class ServiceInvalidResponse(ServiceError):
     pass
+
+
+class TransactionOpen(RuntimeError):
+    """A call to an outside service was about to start with a database transaction open on this
+    thread; it was refused and nothing was sent."""
+
+
+# What psycopg reports of a connection inside a transaction (idle in it, or in a failed one).
+_IN_TRANSACTION = {psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR}
+
+
+def open_transactions() -> list[str]:
+    """The aliases of this thread's database connections that have a transaction open: inside
+    Django's atomic (even before its first query), or by the driver's account (a transaction
+    begun behind Django's back, or autocommit switched off)."""
+    found = []
+    for connection in connections.all(initialized_only=True):
+        raw = connection.connection
+        status = raw.info.transaction_status if isinstance(raw, psycopg.Connection) else None
+        if connection.in_atomic_block or status in _IN_TRANSACTION:
+            found.append(connection.alias)
+    return found
+
+
+def refuse_in_transaction(call: str) -> None:
+    """Raise TransactionOpen if a database transaction is open on this thread (invariant 8).
+
+    A refusal, in production too: nothing has left the process, so the attempt fails cleanly, as
+    `unexpected` (the worker logs it with its traceback at ERROR, galley_attempts counts it, the
+    retry policy bounds it and an operator sees the dead letter), whereas a call let through would
+    hold the transaction's row locks for as long as the service takes to answer, up to its timeout,
+    stalling every writer of the brief, and its effect could outlive a rollback of the transaction
+    meant to record it.
+    """
+    held = open_transactions()
+    if held:
+        raise TransactionOpen(f"{call} refused: a database transaction is open on {', '.join(held)}; nothing was sent")
+
+
+def refuse_request_in_transaction(request: httpx.Request) -> None:
+    """httpx's request event hook: every request, each redirect too, checked as it is about to leave.
+    The call is named without the URL's user information, which may hold a secret."""
+    refuse_in_transaction(f"{request.method} {request.url.copy_with(userinfo=b'')}")
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:

@@ -184,6 +184,7 @@ class TargetClient:
             transport=transport,
             follow_redirects=False,
             headers={"User-Agent": "galley-target-client/1", "Accept": "application/json"},
+            event_hooks={"request": [http.refuse_request_in_transaction]},
         )
         weakref.finalize(self, self._http.close)
 
