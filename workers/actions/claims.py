@@ -20,7 +20,6 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet, Value
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from workers.audit import record_audit_event
 from workers.doorbell import ring_doorbell
@@ -309,13 +308,18 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
     """Apply the retry policy to a failed attempt, fenced. Returns what was decided."""
     decision = decide(failure.kind, attempt=claimed.attempt_number, retry_after=failure.retry_after)
     with transaction.atomic(durable=True):
-        operation = Operation.objects.only("attempts", "waits", "max_attempts", "deadline").get(id=claimed.operation_id)
+        # The retry's time is compared with the deadline on the database clock, as both are set.
+        operation = (
+            Operation.objects.only("attempts", "waits", "max_attempts", "deadline")
+            .annotate(database_now=Now())
+            .get(id=claimed.operation_id)
+        )
         # A wait is not counted; this attempt, if it failed, is (attempts includes it, waits not yet).
         waiting = failure.kind in WAIT_KINDS
         counted = operation.attempts - operation.waits
         message = failure.message[:2000]
         if decision.disposition == Disposition.RETRY:
-            retry_at = timezone.now() + datetime.timedelta(seconds=decision.delay_seconds)
+            retry_at = operation.database_now + datetime.timedelta(seconds=decision.delay_seconds)
             if not waiting and counted >= operation.max_attempts:
                 decision = Decision(Disposition.DEAD, needs_operator=True)
                 message = f"attempts exhausted ({counted} of {operation.max_attempts}); last: {message}"
