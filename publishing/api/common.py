@@ -39,7 +39,18 @@ MAX_DB_INT = 2**31 - 1  # PostgreSQL integer: revision numbers and ids
 
 
 class TokenAuth(HttpBearer):
-    """`Authorization: Bearer <secret>`: the token's user, who acts with their roles."""
+    """`Authorization: Bearer <secret>`: the token's user, who acts with their roles.
+
+    It reads the header itself: ninja's HttpBearer logs any other scheme's header whole under
+    DEBUG ("Unexpected auth - 'Basic galley_…'"), and a client that sent its token as `Basic`,
+    `Token` or bare would have it written to the log. Any other form is simply not a token (401).
+    """
+
+    def __call__(self, request: HttpRequest) -> User | None:
+        scheme, _, secret = request.headers.get(self.header, "").partition(" ")
+        if scheme.lower() != self.openapi_scheme or not secret:
+            return None
+        return self.authenticate(request, secret)
 
     def authenticate(self, request: HttpRequest, token: str) -> User | None:
         return get_token_user(token)
