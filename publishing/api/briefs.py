@@ -13,11 +13,13 @@ from ninja import Field, Path, Query, Router, Schema
 from publishing.actions.briefs import check_create_brief, check_update_source_material
 from publishing.actions.revisions import TITLE_MAX_CHARS, check_create_revision, check_use_suggestion
 from publishing.api.common import (
+    CURSOR,
     MAX_DB_INT,
     NO_NUL,
     PROBLEMS,
     TEXT,
     WRITE_PROBLEMS,
+    BodyIn,
     decode_cursor,
     encode_cursor,
     idempotency_key_header,
@@ -50,7 +52,7 @@ RunNumber = Annotated[
 MAX_PAGE = 100
 
 
-class BriefIn(Schema):
+class BriefIn(BodyIn):
     title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT)
     source_material: str = Field("", pattern=NO_NUL, description="Up to GALLEY_MAX_BODY_CHARS characters.")
 
@@ -82,7 +84,7 @@ class BriefDetailOut(BriefOut):
     )
 
 
-class SourceMaterialIn(Schema):
+class SourceMaterialIn(BodyIn):
     source_material: str = Field(pattern=NO_NUL, description="Up to GALLEY_MAX_BODY_CHARS characters; may be empty.")
 
 
@@ -94,11 +96,11 @@ class BriefPage(Schema):
 class BriefFilters(Schema):
     status: BriefStatus | None = None
     q: str | None = Field(None, description="Part of the title, or a brief id.", max_length=200, pattern=NO_NUL)
-    cursor: str | None = Field(None, max_length=200)
+    cursor: str | None = Field(None, pattern=CURSOR, description="A page's `next_cursor`, as given.")
     limit: int = Field(20, ge=1, le=MAX_PAGE)
 
 
-class RevisionIn(Schema):
+class RevisionIn(BodyIn):
     base_revision: int = Field(ge=0, le=MAX_DB_INT, description="The revision your text starts from (0 for the first).")
     title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT)
     body: str = Field(min_length=1, pattern=TEXT, description="Up to GALLEY_MAX_BODY_CHARS characters.")

@@ -14,8 +14,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Schema
+from ninja.schema import DjangoGetter
 from ninja.security import HttpBearer
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
 
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
 from publishing.actions.api_tokens import get_token_user
@@ -36,6 +38,8 @@ NO_NUL = r"^[^\x00]*$"
 # Text the actions accept: no NUL (PostgreSQL cannot store it), and not only whitespace.
 TEXT = r"^[^\x00]*[^\x00\s][^\x00]*$"
 MAX_DB_INT = 2**31 - 1  # PostgreSQL integer: revision numbers and ids
+PAYLOAD_HASH = r"^[0-9a-f]{64}$"  # sha256 hex, as every revision's payload_hash
+CURSOR = r"^[A-Za-z0-9_-]{1,200}$"  # what encode_cursor gives out: unpadded URL-safe base64
 
 
 class TokenAuth(HttpBearer):
@@ -56,6 +60,32 @@ class TokenAuth(HttpBearer):
         return get_token_user(token)
 
 
+class BodyIn(Schema):
+    """A request body: a JSON object with the documented fields and no others (the schema says
+    `additionalProperties: false`), else a 400 naming what is wrong; nothing is written.
+
+    Without this check ninja read a body that is no object through the schema's attributes: the
+    JSON string "hello world source?" made a brief titled "Hello World Source?" (`str.title`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, value: Any) -> Any:
+        # With extra="forbid" ninja validates the raw body first, then again wrapped in its DjangoGetter:
+        # the raw one is checked here, the wrapped one has passed.
+        if not isinstance(value, dict | DjangoGetter):
+            kind = {str: "a string", list: "an array", bool: "a boolean", type(None): "null"}.get(
+                type(value), "a number"
+            )
+            raise PydanticCustomError(
+                "object_expected",
+                "The body must be a JSON object with the documented fields, not {kind}.",
+                {"kind": kind},
+            )
+        return value
+
+
 class Problem(Schema):
     """A problem details object (RFC 9457); extension members name what the client needs next."""
 
@@ -68,8 +98,8 @@ class Problem(Schema):
     errors: list[dict[str, Any]] | None = None
 
 
-# Every refusal an endpoint may answer, for its OpenAPI responses.
-PROBLEMS: dict[int, Any] = {400: Problem, 401: Problem, 403: Problem, 404: Problem}
+# Every refusal an endpoint may answer, for its OpenAPI responses (503: the database is unreachable).
+PROBLEMS: dict[int, Any] = {400: Problem, 401: Problem, 403: Problem, 404: Problem, 503: Problem}
 WRITE_PROBLEMS: dict[int, Any] = {**PROBLEMS, 409: Problem, 422: Problem}
 
 # (error class, status, type slug, title); the first that matches wins, so subclasses come first.
@@ -106,10 +136,23 @@ def refusal_response(exc: GalleyError) -> HttpResponse:
     elif isinstance(exc, StaleApproval):
         extensions["current_revision"] = exc.current_number
         extensions["current_payload_hash"] = exc.current_hash
-    response = problem_response(status, slug=slug, title=title, detail=exc.message, **extensions)
+    response = problem_response(status, slug=slug, title=title, detail=_api_detail(exc), **extensions)
     if isinstance(exc, IdempotencyKeyInFlight):
         response["Retry-After"] = "1"
     return response
+
+
+def _api_detail(exc: GalleyError) -> str:
+    """The refusal in the API's words, where the action's message speaks of the web UI's page (a
+    conflicting edit's text "kept below")."""
+    if isinstance(exc, RevisionConflict) and exc.newer is not None and exc.base_number <= exc.newer.number:
+        current = exc.newer.number
+        return (
+            f"Revision {current} has been written since revision {exc.base_number}, your base_revision. Nothing "
+            f"was written: read revision {current} (current_revision, current_payload_hash), then send your text "
+            f"again with base_revision {current}."
+        )
+    return exc.message
 
 
 def idempotency_key_header() -> Any:

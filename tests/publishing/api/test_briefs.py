@@ -208,7 +208,9 @@ def test_revision_conflict__base_older_than_latest__409_naming_the_newer_revisio
     body = problem(response)
     assert body["type"] == "urn:galley:problem:revision-conflict"
     assert body["current_revision"] == 2 and body["current_payload_hash"] == second["payload_hash"]
-    assert "Revision 2 was saved while you were editing revision 1" in body["detail"]
+    # In the API's words (issue 18 item 6), not the web page's ("your text is kept below").
+    assert body["detail"].startswith("Revision 2 has been written since revision 1, your base_revision.")
+    assert "send your text again with base_revision 2" in body["detail"]
     assert brief.revisions.count() == 2
 
 
