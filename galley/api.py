@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
-from django.db import DatabaseError, InterfaceError
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -106,7 +106,8 @@ def database_unavailable(request: HttpRequest, exc: DatabaseError) -> HttpRespon
     """The database cannot be reached: 503 problem details, which a client retries. Any other
     database error is no outage and stays a server error."""
     sqlstate = getattr(exc.__cause__, "sqlstate", None)
-    if not (isinstance(exc, InterfaceError) or sqlstate is None or sqlstate.startswith(_OUTAGE_SQLSTATES)):
+    unreachable = isinstance(exc, OperationalError) and (sqlstate is None or sqlstate.startswith(_OUTAGE_SQLSTATES))
+    if not (unreachable or isinstance(exc, InterfaceError)):
         raise exc
     response = problem_response(
         503,
