@@ -117,6 +117,16 @@ class RevisionOut(Schema):
     created_at: datetime
 
 
+class RevisionPage(Schema):
+    items: list[RevisionOut]
+    next_cursor: int | None = Field(description="Pass as `before` for the next page; null on the last page.")
+
+
+class RevisionFilters(Schema):
+    before: int | None = Field(None, ge=1, le=MAX_DB_INT, description="Only revisions with a smaller number.")
+    limit: int = Field(20, ge=1, le=MAX_PAGE)
+
+
 class OperationSummary(Schema):
     id: int
     key: str
@@ -301,11 +311,20 @@ def use_suggestion(
     return idempotent_post(request, idempotency_key, write)
 
 
-@router.get("/briefs/{brief_id}/revisions", response={200: list[RevisionOut], **PROBLEMS}, summary="List revisions")
-def list_brief_revisions(request: HttpRequest, brief_id: BriefId) -> list[RevisionOut]:
-    """Every revision of the brief, newest first."""
+@router.get("/briefs/{brief_id}/revisions", response={200: RevisionPage, **PROBLEMS}, summary="List revisions")
+def list_brief_revisions(request: HttpRequest, brief_id: BriefId, filters: Query[RevisionFilters]) -> RevisionPage:
+    """The brief's revisions, newest first, a page at a time like every list (each carries its whole
+    text, up to GALLEY_MAX_BODY_CHARS characters)."""
     brief = access_brief(brief_id, acting_user=_user(request))
-    return [revision_out(revision, public_id=brief.public_id) for revision in list_revisions(brief)]
+    revisions = list_revisions(brief)
+    if filters.before:
+        revisions = revisions.filter(number__lt=filters.before)
+    rows = list(revisions[: filters.limit + 1])
+    page = rows[: filters.limit]
+    return RevisionPage(
+        items=[revision_out(revision, public_id=brief.public_id) for revision in page],
+        next_cursor=page[-1].number if len(rows) > filters.limit else None,
+    )
 
 
 @router.post(

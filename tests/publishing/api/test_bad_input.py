@@ -109,8 +109,8 @@ def test_openapi_schema__states_the_constraints_the_server_enforces(client):
     assert components["CancelIn"]["properties"]["reason"]["maxLength"] == 1000
     cursor = next(p for p in schema["paths"]["/api/v1/briefs"]["get"]["parameters"] if p["name"] == "cursor")
     assert {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,200}$"} in cursor["schema"]["anyOf"]
-    # Lists are pages alike: the conflicts like the operations.
-    for path in ("/api/v1/operations", "/api/v1/conflicts"):
+    # Lists are pages alike: the conflicts and a brief's revisions like the operations.
+    for path in ("/api/v1/operations", "/api/v1/conflicts", "/api/v1/briefs/{brief_id}/revisions"):
         listing = schema["paths"][path]["get"]
         assert {p["name"] for p in listing["parameters"]} >= {"before", "limit"}, path
         page = listing["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]

@@ -248,11 +248,27 @@ def test_get_and_list_revisions__every_role(as_role, editor, revise):
     revise(brief, "Two.")
     for role in ("editor", "approver", "operator"):
         api = as_role(role)
-        assert [r["number"] for r in json.loads(api.get(f"/briefs/{brief.public_id}/revisions").content)] == [2, 1]
+        revisions = json.loads(api.get(f"/briefs/{brief.public_id}/revisions").content)  # a page (issue 18)
+        assert [r["number"] for r in revisions["items"]] == [2, 1]
         assert json.loads(api.get(f"/briefs/{brief.public_id}/revisions/1").content)["body"] == "One."
     assert problem(as_role("editor").get(f"/briefs/{brief.public_id}/revisions/3"))["status"] == 404
     assert problem(as_role("editor").get(f"/briefs/{brief.public_id}/revisions/0"))["status"] == 400
     assert problem(as_role("no_group").get(f"/briefs/{brief.public_id}/revisions"))["status"] == 403
+
+
+def test_list_revisions__pages_by_before_like_every_list(editor_api, editor, revise):
+    brief = make_brief(editor)
+    for n in range(5):
+        revise(brief, f"Draft {n}.")
+    seen, before, pages = [], None, 0
+    while True:
+        params = {"limit": 2, **({"before": before} if before else {})}
+        page = json.loads(editor_api.get(f"/briefs/{brief.public_id}/revisions", **params).content)
+        seen.extend(item["number"] for item in page["items"])
+        before, pages = page["next_cursor"], pages + 1
+        if before is None:
+            break
+    assert (seen, pages) == ([5, 4, 3, 2, 1], 3)
 
 
 # --- publication state ---------------------------------------------------------------------------
