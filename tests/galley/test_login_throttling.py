@@ -7,12 +7,16 @@ its header names."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
 from axes.models import AccessAttempt, AccessFailureLog
 from django.test import Client
 from django.utils import timezone
+
+from tests.processes import BASE_DIR, process_env
 
 LIMIT = 5
 ADDRESS_LIMIT = 100
@@ -245,3 +249,30 @@ def test_admin__failed_logins_are_listed_read_only(client, django_user_model):
     assert "10.0.6.6" in failures.content.decode()
     assert "10.0.6.6" in attempts.content.decode()
     assert client.get("/admin/axes/accessfailurelog/add/").status_code == 403
+
+
+def settings_in_a_process(**environment: str) -> subprocess.CompletedProcess[str]:
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.GALLEY_CLIENT_IP_META_KEY or '-', s.GALLEY_LOGIN_ADDRESS_FAILURE_LIMIT)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=BASE_DIR,
+        env=process_env(**environment),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_settings__trusted_proxy_header_off_by_default__on_from_the_environment__address_limit_checked():
+    assert settings_in_a_process(GALLEY_CLIENT_IP_HEADER="").stdout.split() == ["-", "100"]
+    configured = settings_in_a_process(
+        GALLEY_CLIENT_IP_HEADER="X-Forwarded-For", GALLEY_LOGIN_ADDRESS_FAILURE_LIMIT="250"
+    )
+    assert configured.stdout.split() == ["HTTP_X_FORWARDED_FOR", "250"], configured.stderr
+    refused = settings_in_a_process(GALLEY_LOGIN_FAILURE_LIMIT="10", GALLEY_LOGIN_ADDRESS_FAILURE_LIMIT="5")
+    assert refused.returncode != 0
+    assert "GALLEY_LOGIN_ADDRESS_FAILURE_LIMIT must be at least GALLEY_LOGIN_FAILURE_LIMIT" in refused.stderr
