@@ -16,8 +16,9 @@ TOKEN_SHOWN_CHARS = len(TOKEN_PREFIX) + 6
 REDACTED = "[redacted]"
 
 _TOKEN = re.compile(rf"({re.escape(TOKEN_PREFIX)}[A-Za-z0-9_-]{{6}})[A-Za-z0-9_-]+")
-# A credential after an HTTP authentication scheme (Bearer and Basic carry nothing but one).
-_SCHEME_CREDENTIAL = re.compile(r"\b(Bearer|Basic)(\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+# A credential after an HTTP authentication scheme (Bearer and Basic carry nothing but one), as clients
+# write them; eight characters at least, so that prose ("a Bearer token", "Basic checks") stays as it is.
+_SCHEME_CREDENTIAL = re.compile(r"\b(Bearer|Basic|bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}")
 # An Authorization header's value, as a header line, a dict or request.META prints it.
 _AUTHORIZATION_VALUE = re.compile(r"""((?:HTTP_)?AUTHORIZATION['"]?\s*[:=]\s*['"]?)[^'"\r\n,}]+""", re.IGNORECASE)
 

@@ -112,6 +112,7 @@ def test_log_lines__a_token_or_an_authorization_value_is_cut_to_its_prefix(edito
     log.warning("Unexpected auth - 'Basic %s'", secret)
     log.warning("headers %s", {"Authorization": f"Token {secret}", "HTTP_AUTHORIZATION": secret})
     log.warning("Authorization: Bearer some-other-service-key")
+    log.warning("sent Bearer another-service-key; a Bearer token without it is refused; basic checks passed")
     try:
         raise ValueError(f"refused {secret}")
     except ValueError:
@@ -122,6 +123,7 @@ def test_log_lines__a_token_or_an_authorization_value_is_cut_to_its_prefix(edito
     assert "some-other-service-key" not in err
     assert f"{secret[:TOKEN_SHOWN_CHARS]}…" in err  # the prefix still tells which token it was
     assert "Authorization: [redacted]" in err
+    assert "sent Bearer [redacted]; a Bearer token without it is refused; basic checks passed" in err
 
 
 def test_audit_and_every_table__never_hold_an_api_token(editor, operator, capsys):
