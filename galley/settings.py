@@ -145,6 +145,9 @@ AXES_COOLOFF_MESSAGE = (
     f"minute{'s' if GALLEY_LOGIN_COOLOFF_MINUTES != 1 else ''}."
 )
 
+# Error pages and reports hide secrets (an API token, a password, an Authorization header) with DEBUG on too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "galley.exception_reporter.ExceptionReporterFilter"
+
 LANGUAGE_CODE = "en"
 TIME_ZONE = env.env_str("TIME_ZONE", "UTC")
 USE_I18N = True

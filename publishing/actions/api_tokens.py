@@ -8,6 +8,7 @@ import secrets
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 from galley.redaction import TOKEN_PREFIX, token_prefix
 from publishing.models import ApiToken
@@ -58,6 +59,7 @@ def check_revoke_api_token(token: ApiToken, *, acting_user: AnyUser) -> bool:
     return True
 
 
+@sensitive_variables("secret")
 def get_token_user(secret: str) -> User | None:
     """The active user a live token belongs to, or None (unknown, revoked, or user inactive)."""
     if not secret.startswith(TOKEN_PREFIX):

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
+from django.test import Client
 
 from galley.redaction import TOKEN_SHOWN_CHARS
 from publishing.actions.api_tokens import check_revoke_api_token
@@ -147,3 +148,31 @@ def test_audit_and_every_table__never_hold_an_api_token(editor, operator, capsys
             cursor.execute(f'SELECT t::text FROM "{table}" t')
             rows = "\n".join(row for (row,) in cursor.fetchall())
             assert_never_shown(rows, secret, where=f"table {table}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_api_auth__server_error_while_checking_a_token__debug_page_does_not_show_it(editor, settings):
+    """A database error that is no outage (here the token table locked past the request's lock
+    timeout) is a 500; with DEBUG on, Django's error page lists every frame's variables, the token
+    check's among them, and must not list the token."""
+    settings.DEBUG = True
+    secret = token_for(editor)
+    holder = connections.create_connection("default")  # another session, holding the token table
+    holder.set_autocommit(False)
+    with holder.cursor() as cursor:
+        cursor.execute(f"LOCK TABLE {ApiToken._meta.db_table} IN ACCESS EXCLUSIVE MODE")
+    with connection.cursor() as cursor:
+        cursor.execute("SET lock_timeout = '100ms'")
+    try:
+        client = Client(raise_request_exception=False)
+        answer = client.get(f"{API}/briefs", headers={"Authorization": f"Bearer {secret}"})
+    finally:
+        holder.rollback()
+        holder.close()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+
+    assert answer.status_code == 500
+    page = answer.content.decode()
+    assert "LockNotAvailable" in page and "get_token_user" in page  # the page of that error, its frames shown
+    assert_never_shown(page, secret, where="the debug error page")
