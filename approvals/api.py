@@ -8,18 +8,25 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Router, Schema
 
-from approvals.actions import check_decide_revision
+from approvals.actions import COMMENT_MAX_CHARS, check_decide_revision
 from approvals.models import Decision
 from publishing.api.briefs import BriefId, RevisionNumber
-from publishing.api.common import WRITE_PROBLEMS, idempotency_key_header, idempotent_post
+from publishing.api.common import (
+    NO_NUL,
+    PAYLOAD_HASH,
+    WRITE_PROBLEMS,
+    BodyIn,
+    idempotency_key_header,
+    idempotent_post,
+)
 
 router = Router(tags=["decisions"])
 
 
-class DecisionIn(Schema):
+class DecisionIn(BodyIn):
     decision: Decision
-    payload_hash: str = Field(description="The payload hash of the revision you reviewed.", max_length=64)
-    comment: str = ""
+    payload_hash: str = Field(description="The payload hash of the revision you reviewed.", pattern=PAYLOAD_HASH)
+    comment: str = Field("", max_length=COMMENT_MAX_CHARS, pattern=NO_NUL)
 
 
 class DecisionOut(Schema):

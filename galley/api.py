@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -91,6 +92,33 @@ def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRespo
         detail="Send `Authorization: Bearer <token>` with a live API token.",
     )
     response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+# SQLSTATEs of a database that is not there: a connection exception (class 08), a server shutting
+# down (57P01, 57P02) or not yet accepting connections (57P03). A connection that could not be made
+# at all carries none.
+_OUTAGE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+
+
+@api.exception_handler(DatabaseError)
+def database_unavailable(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+    """The database cannot be reached: 503 problem details, which a client retries. Any other
+    database error is no outage and stays a server error."""
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    unreachable = isinstance(exc, OperationalError) and (sqlstate is None or sqlstate.startswith(_OUTAGE_SQLSTATES))
+    if not (unreachable or isinstance(exc, InterfaceError)):
+        raise exc
+    response = problem_response(
+        503,
+        slug="database-unavailable",
+        title="Database unavailable",
+        detail=(
+            "Galley cannot reach its database. Retry later with the same Idempotency-Key: if the write "
+            "committed before the database went away, the retry answers as it did; if not, the retry does it."
+        ),
+    )
+    response["Retry-After"] = "5"
     return response
 
 

@@ -105,16 +105,29 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 GALLEY_LOGIN_FAILURE_LIMIT = env.env_int("GALLEY_LOGIN_FAILURE_LIMIT", 5)
+GALLEY_LOGIN_ADDRESS_FAILURE_LIMIT = env.env_int("GALLEY_LOGIN_ADDRESS_FAILURE_LIMIT", 100)
 GALLEY_LOGIN_COOLOFF_MINUTES = env.env_int("GALLEY_LOGIN_COOLOFF_MINUTES", 15)
 env.require(GALLEY_LOGIN_FAILURE_LIMIT >= 1, "GALLEY_LOGIN_FAILURE_LIMIT must be at least 1")
+env.require(
+    GALLEY_LOGIN_ADDRESS_FAILURE_LIMIT >= GALLEY_LOGIN_FAILURE_LIMIT,
+    "GALLEY_LOGIN_ADDRESS_FAILURE_LIMIT must be at least GALLEY_LOGIN_FAILURE_LIMIT: it counts every account's "
+    "failures from one address",
+)
 env.require(GALLEY_LOGIN_COOLOFF_MINUTES >= 1, "GALLEY_LOGIN_COOLOFF_MINUTES must be at least 1")
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
-# Counted per account and, separately, per address: guessing one account from many addresses and
-# many accounts from one address are both stopped. The address is the connection's (REMOTE_ADDR).
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# Counted per account and address (axes' lockout parameters) and, against its own higher limit, per
+# address (galley.login_throttle): behind one proxy or NAT, one person's wrong passwords lock their own
+# account there, never the newsroom's.
+AXES_HANDLER = "galley.login_throttle.LoginThrottle"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_FAILURE_LIMIT = GALLEY_LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=GALLEY_LOGIN_COOLOFF_MINUTES)
-# A failure during a lockout restarts the cool-off, so "try again in N minutes" is true when shown.
+# The client's address: the connection's (REMOTE_ADDR), or behind a trusted proxy the header it sets
+# (e.g. X-Forwarded-For; like SECURE_PROXY_SSL_HEADER, only with a proxy that sets it on every request).
+_CLIENT_IP_HEADER = env.env_str("GALLEY_CLIENT_IP_HEADER", "")
+GALLEY_CLIENT_IP_META_KEY = "HTTP_" + _CLIENT_IP_HEADER.upper().replace("-", "_") if _CLIENT_IP_HEADER else ""
+AXES_CLIENT_IP_CALLABLE = "galley.login_throttle.client_ip_address"
+# A failure during a lockout restarts the cool-off, so "try again in N minutes" is true when shown; it
+# restarts only the lock that refused it (the pair's, or the address's).
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
 AXES_RESET_ON_SUCCESS = True
 # The audit trail: every failure is a row (admin: /admin/axes/accessfailurelog/) besides its log line.
@@ -123,13 +136,17 @@ AXES_ENABLE_ACCESS_FAILURE_LOG = True
 # passwords always); not verbose: no user agent in them, and no banner at every process start.
 AXES_SENSITIVE_PARAMETERS: list[str] = []
 AXES_VERBOSE = False
-AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The lockout page names the lock that holds (this account from this address, or every account from it).
+AXES_LOCKOUT_CALLABLE = "galley.login_throttle.lockout_response"
 AXES_HTTP_RESPONSE_CODE = 429
 # The page says the same, from the cool-off in force; this plain text is axes' fallback.
 AXES_COOLOFF_MESSAGE = (
     f"Sign-in locked: too many failed attempts. Try again in {GALLEY_LOGIN_COOLOFF_MINUTES} "
     f"minute{'s' if GALLEY_LOGIN_COOLOFF_MINUTES != 1 else ''}."
 )
+
+# Error pages and reports hide secrets (an API token, a password, an Authorization header) with DEBUG on too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "galley.exception_reporter.ExceptionReporterFilter"
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = env.env_str("TIME_ZONE", "UTC")

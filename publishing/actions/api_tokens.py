@@ -8,12 +8,12 @@ import secrets
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
+from galley.redaction import TOKEN_PREFIX, token_prefix
 from publishing.models import ApiToken
 from publishing.roles import AnyUser, Role, require_role
 from workers.audit import record_audit_event
-
-TOKEN_PREFIX = "galley_"  # noqa: S105  (a public marker that tells a Galley token apart, not a secret)
 
 
 def hash_token(secret: str) -> str:
@@ -24,9 +24,7 @@ def hash_token(secret: str) -> str:
 def do_create_api_token(user: User, *, name: str, acting_user: User | None) -> tuple[ApiToken, str]:
     """A new token for `user`: returns the row and the secret, which is stored nowhere (only its hash)."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        user=user, name=name, token_hash=hash_token(secret), prefix=secret[: len(TOKEN_PREFIX) + 6]
-    )
+    token = ApiToken.objects.create(user=user, name=name, token_hash=hash_token(secret), prefix=token_prefix(secret))
     record_audit_event(
         acting_user=acting_user,
         event_type="api_token.created",
@@ -61,6 +59,7 @@ def check_revoke_api_token(token: ApiToken, *, acting_user: AnyUser) -> bool:
     return True
 
 
+@sensitive_variables("secret")
 def get_token_user(secret: str) -> User | None:
     """The active user a live token belongs to, or None (unknown, revoked, or user inactive)."""
     if not secret.startswith(TOKEN_PREFIX):

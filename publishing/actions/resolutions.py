@@ -25,6 +25,9 @@ from workers.models import Operation, OperationStatus
 
 OPEN = (OperationStatus.DEAD, OperationStatus.CONFLICT)
 
+# The longest reason or resolution an operator may give (a cancellation, a conflict settled).
+NOTE_MAX_CHARS = 1000
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -101,7 +104,9 @@ def check_retry_publication(operation: Operation, *, acting_user: AnyUser, look_
 @transaction.atomic(savepoint=False)
 def check_cancel_publication(operation: Operation, *, reason: str, acting_user: AnyUser) -> Outcome:
     user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
-    reason = clean_text(reason, field="The reason (the editors see it on the brief)", max_chars=1000, required=True)
+    reason = clean_text(
+        reason, field="The reason (the editors see it on the brief)", max_chars=NOTE_MAX_CHARS, required=True
+    )
     locked = _lock(operation)
     if locked.status not in OPEN:
         return _not_open(locked)

@@ -13,11 +13,13 @@ from ninja import Field, Path, Query, Router, Schema
 from publishing.actions.briefs import check_create_brief, check_update_source_material
 from publishing.actions.revisions import TITLE_MAX_CHARS, check_create_revision, check_use_suggestion
 from publishing.api.common import (
+    CURSOR,
     MAX_DB_INT,
     NO_NUL,
     PROBLEMS,
     TEXT,
     WRITE_PROBLEMS,
+    BodyIn,
     decode_cursor,
     encode_cursor,
     idempotency_key_header,
@@ -50,7 +52,7 @@ RunNumber = Annotated[
 MAX_PAGE = 100
 
 
-class BriefIn(Schema):
+class BriefIn(BodyIn):
     title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT)
     source_material: str = Field("", pattern=NO_NUL, description="Up to GALLEY_MAX_BODY_CHARS characters.")
 
@@ -82,7 +84,7 @@ class BriefDetailOut(BriefOut):
     )
 
 
-class SourceMaterialIn(Schema):
+class SourceMaterialIn(BodyIn):
     source_material: str = Field(pattern=NO_NUL, description="Up to GALLEY_MAX_BODY_CHARS characters; may be empty.")
 
 
@@ -94,11 +96,11 @@ class BriefPage(Schema):
 class BriefFilters(Schema):
     status: BriefStatus | None = None
     q: str | None = Field(None, description="Part of the title, or a brief id.", max_length=200, pattern=NO_NUL)
-    cursor: str | None = Field(None, max_length=200)
+    cursor: str | None = Field(None, pattern=CURSOR, description="A page's `next_cursor`, as given.")
     limit: int = Field(20, ge=1, le=MAX_PAGE)
 
 
-class RevisionIn(Schema):
+class RevisionIn(BodyIn):
     base_revision: int = Field(ge=0, le=MAX_DB_INT, description="The revision your text starts from (0 for the first).")
     title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT)
     body: str = Field(min_length=1, pattern=TEXT, description="Up to GALLEY_MAX_BODY_CHARS characters.")
@@ -113,6 +115,16 @@ class RevisionOut(Schema):
     payload_hash: str
     author: str
     created_at: datetime
+
+
+class RevisionPage(Schema):
+    items: list[RevisionOut]
+    next_cursor: int | None = Field(description="Pass as `before` for the next page; null on the last page.")
+
+
+class RevisionFilters(Schema):
+    before: int | None = Field(None, ge=1, le=MAX_DB_INT, description="Only revisions with a smaller number.")
+    limit: int = Field(20, ge=1, le=MAX_PAGE)
 
 
 class OperationSummary(Schema):
@@ -299,11 +311,20 @@ def use_suggestion(
     return idempotent_post(request, idempotency_key, write)
 
 
-@router.get("/briefs/{brief_id}/revisions", response={200: list[RevisionOut], **PROBLEMS}, summary="List revisions")
-def list_brief_revisions(request: HttpRequest, brief_id: BriefId) -> list[RevisionOut]:
-    """Every revision of the brief, newest first."""
+@router.get("/briefs/{brief_id}/revisions", response={200: RevisionPage, **PROBLEMS}, summary="List revisions")
+def list_brief_revisions(request: HttpRequest, brief_id: BriefId, filters: Query[RevisionFilters]) -> RevisionPage:
+    """The brief's revisions, newest first, a page at a time like every list (each carries its whole
+    text, up to GALLEY_MAX_BODY_CHARS characters)."""
     brief = access_brief(brief_id, acting_user=_user(request))
-    return [revision_out(revision, public_id=brief.public_id) for revision in list_revisions(brief)]
+    revisions = list_revisions(brief)
+    if filters.before:
+        revisions = revisions.filter(number__lt=filters.before)
+    rows = list(revisions[: filters.limit + 1])
+    page = rows[: filters.limit]
+    return RevisionPage(
+        items=[revision_out(revision, public_id=brief.public_id) for revision in page],
+        next_cursor=page[-1].number if len(rows) > filters.limit else None,
+    )
 
 
 @router.post(

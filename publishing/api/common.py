@@ -13,9 +13,13 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_variables
 from ninja import Header, Schema
-from ninja.security import HttpBearer
-from pydantic import BaseModel
+from ninja.schema import DjangoGetter
+from ninja.security.base import AuthBase
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
 
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
 from publishing.actions.api_tokens import get_token_user
@@ -36,13 +40,54 @@ NO_NUL = r"^[^\x00]*$"
 # Text the actions accept: no NUL (PostgreSQL cannot store it), and not only whitespace.
 TEXT = r"^[^\x00]*[^\x00\s][^\x00]*$"
 MAX_DB_INT = 2**31 - 1  # PostgreSQL integer: revision numbers and ids
+PAYLOAD_HASH = r"^[0-9a-f]{64}$"  # sha256 hex, as every revision's payload_hash
+CURSOR = r"^[A-Za-z0-9_-]{1,200}$"  # what encode_cursor gives out: unpadded URL-safe base64
 
 
-class TokenAuth(HttpBearer):
-    """`Authorization: Bearer <secret>`: the token's user, who acts with their roles."""
+class TokenAuth(AuthBase):
+    """`Authorization: Bearer <secret>`: the token's user, who acts with their roles.
 
-    def authenticate(self, request: HttpRequest, token: str) -> User | None:
-        return get_token_user(token)
+    It reads the header itself: ninja's HttpBearer logs any other scheme's header whole under
+    DEBUG ("Unexpected auth - 'Basic galley_…'"), and a client that sent its token as `Basic`,
+    `Token` or bare would have it written to the log. Any other form is simply not a token (401).
+    """
+
+    openapi_type = "http"
+    openapi_scheme = "bearer"
+
+    # Error pages and reports list each frame's variables: never the token (galley.exception_reporter).
+    @method_decorator(sensitive_variables("secret"))
+    def __call__(self, request: HttpRequest) -> User | None:
+        scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != self.openapi_scheme or not secret:
+            return None
+        return get_token_user(secret)
+
+
+class BodyIn(Schema):
+    """A request body: a JSON object with the documented fields and no others (the schema says
+    `additionalProperties: false`), else a 400 naming what is wrong; nothing is written.
+
+    Without this check ninja read a body that is no object through the schema's attributes: the
+    JSON string "hello world source?" made a brief titled "Hello World Source?" (`str.title`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, value: Any) -> Any:
+        # With extra="forbid" ninja validates the raw body first, then again wrapped in its DjangoGetter:
+        # the raw one is checked here, the wrapped one has passed.
+        if not isinstance(value, dict | DjangoGetter):
+            kind = {str: "a string", list: "an array", bool: "a boolean", type(None): "null"}.get(
+                type(value), "a number"
+            )
+            raise PydanticCustomError(
+                "object_expected",
+                "The body must be a JSON object with the documented fields, not {kind}.",
+                {"kind": kind},
+            )
+        return value
 
 
 class Problem(Schema):
@@ -57,8 +102,8 @@ class Problem(Schema):
     errors: list[dict[str, Any]] | None = None
 
 
-# Every refusal an endpoint may answer, for its OpenAPI responses.
-PROBLEMS: dict[int, Any] = {400: Problem, 401: Problem, 403: Problem, 404: Problem}
+# Every refusal an endpoint may answer, for its OpenAPI responses (503: the database is unreachable).
+PROBLEMS: dict[int, Any] = {400: Problem, 401: Problem, 403: Problem, 404: Problem, 503: Problem}
 WRITE_PROBLEMS: dict[int, Any] = {**PROBLEMS, 409: Problem, 422: Problem}
 
 # (error class, status, type slug, title); the first that matches wins, so subclasses come first.
@@ -95,10 +140,23 @@ def refusal_response(exc: GalleyError) -> HttpResponse:
     elif isinstance(exc, StaleApproval):
         extensions["current_revision"] = exc.current_number
         extensions["current_payload_hash"] = exc.current_hash
-    response = problem_response(status, slug=slug, title=title, detail=exc.message, **extensions)
+    response = problem_response(status, slug=slug, title=title, detail=_api_detail(exc), **extensions)
     if isinstance(exc, IdempotencyKeyInFlight):
         response["Retry-After"] = "1"
     return response
+
+
+def _api_detail(exc: GalleyError) -> str:
+    """The refusal in the API's words, where the action's message speaks of the web UI's page (a
+    conflicting edit's text "kept below")."""
+    if isinstance(exc, RevisionConflict) and exc.newer is not None and exc.base_number <= exc.newer.number:
+        current = exc.newer.number
+        return (
+            f"Revision {current} has been written since revision {exc.base_number}, your base_revision. Nothing "
+            f"was written: read revision {current} (current_revision, current_payload_hash), then send your text "
+            f"again with base_revision {current}."
+        )
+    return exc.message
 
 
 def idempotency_key_header() -> Any:

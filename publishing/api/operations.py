@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
@@ -18,12 +18,21 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Field, Path, Query, Router, Schema
 
 from publishing.actions.resolutions import (
+    NOTE_MAX_CHARS,
     Outcome,
     check_adopt_target_revision,
     check_cancel_publication,
     check_retry_publication,
 )
-from publishing.api.common import MAX_DB_INT, PROBLEMS, WRITE_PROBLEMS, idempotency_key_header, idempotent_post
+from publishing.api.common import (
+    MAX_DB_INT,
+    PROBLEMS,
+    TEXT,
+    WRITE_PROBLEMS,
+    BodyIn,
+    idempotency_key_header,
+    idempotent_post,
+)
 from publishing.errors import InvalidInput, NotFound
 from publishing.identities import PUBLISH, VERIFY
 from publishing.roles import Role, require_role
@@ -84,17 +93,25 @@ class ConflictOut(Schema):
     resolution: str
 
 
+class ConflictPage(Schema):
+    items: list[ConflictOut]
+    next_cursor: int | None = Field(description="Pass as `before` for the next page; null on the last page.")
+
+
 class ConflictFilters(Schema):
     resolved: bool = False
+    before: int | None = Field(None, ge=1, le=MAX_DB_INT, description="Only conflicts with a smaller id.")
     limit: int = Field(50, ge=1, le=MAX_PAGE)
 
 
-class CancelIn(Schema):
-    reason: str = Field(description="Why; the editors see it on the brief.")
+class CancelIn(BodyIn):
+    reason: str = Field(
+        description="Why; the editors see it on the brief.", min_length=1, max_length=NOTE_MAX_CHARS, pattern=TEXT
+    )
 
 
-class ResolveIn(Schema):
-    resolution: str
+class ResolveIn(BodyIn):
+    resolution: str = Field(min_length=1, max_length=NOTE_MAX_CHARS, pattern=TEXT)
 
 
 class OutcomeOut(Schema):
@@ -116,13 +133,21 @@ def _page(operations: QuerySet[Operation], filters: OperationFilters) -> Operati
         operations = operations.filter(status=filters.status)
     if filters.kind:
         operations = operations.filter(kind=filters.kind)
-    if filters.before:
-        operations = operations.filter(id__lt=filters.before)
-    rows = list(operations.order_by("-id")[: filters.limit + 1])
-    page = rows[: filters.limit]
-    return OperationPage(
-        items=[operation_out(row) for row in page], next_cursor=page[-1].id if len(rows) > filters.limit else None
-    )
+    page, next_cursor = _newest_first(operations, before=filters.before, limit=filters.limit)
+    return OperationPage(items=[operation_out(row) for row in page], next_cursor=next_cursor)
+
+
+Row = TypeVar("Row", Operation, Conflict)
+
+
+def _newest_first(rows: QuerySet[Row], *, before: int | None, limit: int) -> tuple[list[Row], int | None]:
+    """One page of `rows` by descending id below `before`, and the `before` of the next page (None on
+    the last): the id order is the insertion order, so pages never overlap or skip while rows are added."""
+    if before:
+        rows = rows.filter(id__lt=before)
+    fetched = list(rows.order_by("-id")[: limit + 1])
+    page = fetched[:limit]
+    return page, page[-1].id if len(fetched) > limit else None
 
 
 @router.get("/operations", response={200: OperationPage, **PROBLEMS}, summary="List operations")
@@ -145,12 +170,14 @@ def get_operation(request: HttpRequest, operation_id: RowId) -> OperationOut:
     return operation_out(_get_operation(operation_id))
 
 
-@router.get("/conflicts", response={200: list[ConflictOut], **PROBLEMS}, summary="List conflicts")
-def list_conflicts(request: HttpRequest, filters: Query[ConflictFilters]) -> list[ConflictOut]:
-    """Open conflicts (or, with `resolved=true`, resolved ones), newest first (Operators)."""
+@router.get("/conflicts", response={200: ConflictPage, **PROBLEMS}, summary="List conflicts")
+def list_conflicts(request: HttpRequest, filters: Query[ConflictFilters]) -> ConflictPage:
+    """Open conflicts (or, with `resolved=true`, resolved ones), newest first (Operators), a page at a
+    time like the operations."""
     _operator(request)
     conflicts = Conflict.objects.select_related("operation").filter(resolved_at__isnull=not filters.resolved)
-    return [_conflict_out(conflict) for conflict in conflicts.order_by("-id")[: filters.limit]]
+    page, next_cursor = _newest_first(conflicts, before=filters.before, limit=filters.limit)
+    return ConflictPage(items=[_conflict_out(conflict) for conflict in page], next_cursor=next_cursor)
 
 
 def _conflict_out(conflict: Conflict) -> ConflictOut:
@@ -259,7 +286,7 @@ def cancel_operation(
         operation = _get_operation(operation_id)
         if _is_publication(operation):
             return _outcome(operation_id, check_cancel_publication(operation, reason=data.reason, acting_user=user))
-        reason = clean_text(data.reason, field="The reason", max_chars=1000, required=True)
+        reason = clean_text(data.reason, field="The reason", max_chars=NOTE_MAX_CHARS, required=True)
         changed = do_cancel_operation(operation, reason=f"cancelled by an operator: {reason}", acting_user=user)
         return _outcome(operation_id, _machinery_outcome(operation, changed, f"Cancelled {operation.key}."))
 
@@ -274,7 +301,7 @@ def resolve_conflict(
 
     def write(user: User) -> tuple[int, OutcomeOut]:
         user = require_role(user, Role.OPERATOR, to="settle operations")
-        resolution = clean_text(data.resolution, field="The resolution", max_chars=1000, required=True)
+        resolution = clean_text(data.resolution, field="The resolution", max_chars=NOTE_MAX_CHARS, required=True)
         conflict = Conflict.objects.filter(id=conflict_id).first()
         if conflict is None:
             raise NotFound(f"There is no conflict {conflict_id}.")

@@ -226,6 +226,39 @@ def test_make_serve__static_files_headers_and_readiness(serve, postgres, tmp_pat
     assert server.process.poll() is None, server.output()
 
 
+def test_api__database_down__503_problem_details__and_back_by_itself(serve, postgres):
+    """The JSON API while its PostgreSQL is stopped (issue 18 item 6): a read and a write each answer
+    503 problem details that say to retry, never an HTML error page; once the database is back the
+    write retried with its Idempotency-Key is done, once."""
+    base, env, server = serve
+    manage("migrate", "--noinput", env=env)
+    manage("seed_demo", env=env)
+    secret = manage("create_api_token", "editor", env=env).strip()
+    api = httpx.Client(base_url=f"{base}/api/v1", headers={**HTTPS, "Authorization": f"Bearer {secret}"}, timeout=10)
+    brief = {"title": "Harbour strike", "source_material": "Dockers walked out at dawn."}
+    write_key = {"Idempotency-Key": "harbour-strike-1"}
+    assert api.get("/briefs").status_code == 200
+
+    postgres.stop()
+    for _ in range(3):  # each of gunicorn's workers, whichever answers, with a connection kept or none
+        for answer in (api.get("/briefs"), api.post("/briefs", json=brief, headers=write_key)):
+            assert answer.status_code == 503, (answer.text[:2000], server.output())
+            assert answer.headers["Content-Type"] == "application/problem+json"
+            assert answer.headers["Retry-After"] == "5"
+            problem = answer.json()
+            assert (problem["type"], problem["status"]) == ("urn:galley:problem:database-unavailable", 503)
+            assert "Retry later with the same Idempotency-Key" in problem["detail"]
+
+    postgres.start()
+    wait_until(lambda: api.get("/briefs").status_code == 200, timeout=30, what="the API back to 200")
+    created = api.post("/briefs", json=brief, headers=write_key)
+    assert created.status_code == 201, created.text
+    replayed = api.post("/briefs", json=brief, headers=write_key)
+    assert replayed.headers["Idempotent-Replayed"] == "true"
+    assert [item["id"] for item in api.get("/briefs").json()["items"]] == [created.json()["id"]]
+    api.close()
+
+
 def assert_security_headers(response: httpx.Response) -> None:
     headers = response.headers
     assert headers["Strict-Transport-Security"] == "max-age=31536000"

@@ -208,7 +208,9 @@ def test_revision_conflict__base_older_than_latest__409_naming_the_newer_revisio
     body = problem(response)
     assert body["type"] == "urn:galley:problem:revision-conflict"
     assert body["current_revision"] == 2 and body["current_payload_hash"] == second["payload_hash"]
-    assert "Revision 2 was saved while you were editing revision 1" in body["detail"]
+    # In the API's words (issue 18 item 6), not the web page's ("your text is kept below").
+    assert body["detail"].startswith("Revision 2 has been written since revision 1, your base_revision.")
+    assert "send your text again with base_revision 2" in body["detail"]
     assert brief.revisions.count() == 2
 
 
@@ -246,11 +248,27 @@ def test_get_and_list_revisions__every_role(as_role, editor, revise):
     revise(brief, "Two.")
     for role in ("editor", "approver", "operator"):
         api = as_role(role)
-        assert [r["number"] for r in json.loads(api.get(f"/briefs/{brief.public_id}/revisions").content)] == [2, 1]
+        revisions = json.loads(api.get(f"/briefs/{brief.public_id}/revisions").content)  # a page (issue 18)
+        assert [r["number"] for r in revisions["items"]] == [2, 1]
         assert json.loads(api.get(f"/briefs/{brief.public_id}/revisions/1").content)["body"] == "One."
     assert problem(as_role("editor").get(f"/briefs/{brief.public_id}/revisions/3"))["status"] == 404
     assert problem(as_role("editor").get(f"/briefs/{brief.public_id}/revisions/0"))["status"] == 400
     assert problem(as_role("no_group").get(f"/briefs/{brief.public_id}/revisions"))["status"] == 403
+
+
+def test_list_revisions__pages_by_before_like_every_list(editor_api, editor, revise):
+    brief = make_brief(editor)
+    for n in range(5):
+        revise(brief, f"Draft {n}.")
+    seen, before, pages = [], None, 0
+    while True:
+        params = {"limit": 2, **({"before": before} if before else {})}
+        page = json.loads(editor_api.get(f"/briefs/{brief.public_id}/revisions", **params).content)
+        seen.extend(item["number"] for item in page["items"])
+        before, pages = page["next_cursor"], pages + 1
+        if before is None:
+            break
+    assert (seen, pages) == ([5, 4, 3, 2, 1], 3)
 
 
 # --- publication state ---------------------------------------------------------------------------

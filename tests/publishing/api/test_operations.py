@@ -34,8 +34,9 @@ def test_operator_reads__operations_dead_letters_conflicts(operator_api):
     dead_letters = json.loads(operator_api.get("/dead-letters").content)["items"]
     assert [item["key"] for item in dead_letters] == ["test:dead"]
     assert dead_letters[0]["last_error_message"] == "the target rejected it"
-    conflicts = json.loads(operator_api.get("/conflicts").content)
-    assert [(c["id"], c["operation_key"]) for c in conflicts] == [(conflict.id, "test:conflicted")]
+    conflicts = json.loads(operator_api.get("/conflicts").content)  # a page, like the operations (issue 18)
+    assert [(c["id"], c["operation_key"]) for c in conflicts["items"]] == [(conflict.id, "test:conflicted")]
+    assert conflicts["next_cursor"] is None
     assert json.loads(operator_api.get(f"/operations/{dead.id}").content)["status"] == "dead"
     assert operator_api.get("/operations/999999").status_code == 404
 
@@ -53,6 +54,20 @@ def test_operator_reads__operations_page_by_before_cursor(operator_api):
         if before is None:
             break
     assert seen == [f"test:op-{n}" for n in reversed(range(5))]
+
+
+def test_operator_reads__conflicts_page_by_before_cursor_like_operations(operator_api):
+    for n in range(5):
+        key_conflict(f"test:conflicted-{n}")
+    seen, before, pages = [], None, 0
+    while True:
+        page = json.loads(operator_api.get("/conflicts", limit=2, **({"before": before} if before else {})).content)
+        seen.extend(item["operation_key"] for item in page["items"])
+        before, pages = page["next_cursor"], pages + 1
+        if before is None:
+            break
+    assert seen == [f"test:conflicted-{n}" for n in reversed(range(5))]
+    assert pages == 3
 
 
 def test_audit__api_retry_now__dead_letter_due_again_audited_and_idempotent(operator_api, users):
