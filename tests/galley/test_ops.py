@@ -10,10 +10,13 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from playwright.sync_api import expect
 
+from galley.reference_target.server import Faults
 from publishing.actions.briefs import check_create_brief
 from publishing.identities import publish_key
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
+from tests.processes import BASE_DIR
+from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
 from workers.models import Operation
 
@@ -80,6 +83,47 @@ def test_ops__after_publications__charts_have_points_and_dead_letter_shows_reaso
     assert (summary.dead, summary.needs_operator, summary.expired_leases) == (1, 1, 0)
     assert ("Succeeded", "2") in response.context["attempt_totals"]
     assert "/admin/publishing/publicationproblem/?state=open" in html
+
+
+def _series_class(html: str, chart: str, series: str) -> str:
+    """The CSS classes of one series (a <g>) of one chart, and of its legend swatch, which must agree."""
+    match = re.search(rf'<figure class="card ops-chart" id="{chart}">(.*?)</figure>', html, re.S)
+    assert match, f"no chart {chart}"
+    group = re.search(rf'<g class="chart-series ([^"]+)" data-series="{re.escape(series)}">', match.group(1))
+    assert group, f"no series {series} in {chart}"
+    swatch = re.search(
+        rf'<span class="chart-swatch ([^"]+)" aria-hidden="true"></span>{re.escape(series)}', match.group(1)
+    )
+    assert swatch and swatch.group(1) == group.group(1)
+    return group.group(1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ops__attempts_chart__each_outcome_in_the_colour_of_its_meaning(
+    start_target, revise, approver, operator, editor, settings
+):
+    """Success green, a retry amber, a dead attempt red — never a dead letter drawn green."""
+    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
+    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
+    settings.GALLEY_MAX_ATTEMPTS = 2
+    start_target(Faults(rate_500=1.0))  # every try a server error: one retry, then a dead letter
+    failing = check_create_brief(title="Ferry timetable", source_material="", acting_user=editor)
+    approve(revise(failing, "The winter timetable starts."), by=approver)
+    run_worker()
+    start_target()
+    succeeding = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
+    approve(revise(succeeding, "Dockers walked out at dawn."), by=approver)
+    run_worker()
+
+    html = client_for(operator).get(OPS).content.decode()
+
+    assert _series_class(html, "chart-attempts", "Succeeded") == "chart-ok"
+    assert _series_class(html, "chart-attempts", "Will retry") == "chart-warn"
+    assert _series_class(html, "chart-attempts", "Dead") == "chart-bad"
+    css = (BASE_DIR / "publishing/static/publishing/galley.css").read_text()
+    for css_class, colour in [("chart-ok", "var(--ok)"), ("chart-warn", "#c27c00"), ("chart-bad", "var(--bad)")]:
+        assert f".{css_class} .chart-line {{ stroke:{colour}; }}" in css
+        assert f".chart-swatch.{css_class} {{ fill:{colour}; background:{colour}; }}" in css
 
 
 @pytest.mark.django_db
