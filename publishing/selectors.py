@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
+from django.db import connection
 from django.db.models import (
     Avg,
     Count,
@@ -28,11 +29,19 @@ from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
 from publishing.diffs import PayloadDiff, diff_payloads
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
-from publishing.identities import PUBLISH, publish_key, revision_subject_id, step_identity, step_key, verify_key
+from publishing.identities import (
+    PUBLISH,
+    SUMMARY_STEP,
+    publish_key,
+    revision_subject_id,
+    step_identity,
+    step_key,
+    verify_key,
+)
 from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun
 from publishing.roles import AnyUser, Role, can_view, has_role
 from publishing.summary_rules import STEPS, SummaryStep, suggested_headline, suggested_payload
-from workers.models import AuditEvent, Conflict, Operation, OperationStatus
+from workers.models import Attempt, AuditEvent, Conflict, Operation, OperationStatus
 from workers.prepared import execute_prepared
 
 
@@ -624,3 +633,32 @@ def get_publish_latency_histogram(*, bounds: Sequence[float]) -> LatencyHistogra
         count=figures["count"],
         sum_seconds=total.total_seconds(),
     )
+
+
+@dataclass(frozen=True)
+class TokenTotal:
+    step: str
+    model: str  # "" when the step stored no artifact (its attempts failed)
+    kind: str  # "prompt", "completion": the usage counter's name without "_tokens"
+    tokens: int
+
+
+# Every AI token the kept attempts of summary steps recorded (README, "How the AI summary works"),
+# by step, the model of the artifact the step stored, and kind of token. One statement.
+AI_TOKENS_SQL = f"""
+SELECT o.arguments ->> 'step', coalesce(s.model, ''), left(u.key, -length('_tokens')), sum(u.value::bigint)
+FROM {Attempt._meta.db_table} a
+JOIN {Operation._meta.db_table} o ON o.id = a.operation_id
+LEFT JOIN {StepArtifact._meta.db_table} s ON s.identity = o.result ->> 'artifact'
+CROSS JOIN LATERAL jsonb_each_text(a.usage) u
+WHERE o.kind = %(kind)s AND right(u.key, length('_tokens')) = '_tokens'
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3
+"""  # noqa: S608 -- table names from the models; every value is a parameter
+
+
+def list_ai_token_totals() -> list[TokenTotal]:
+    """AI tokens used, summed over the attempts kept (retention purges finished operations' attempts)."""
+    with connection.cursor() as cursor:
+        cursor.execute(AI_TOKENS_SQL, {"kind": SUMMARY_STEP})
+        return [TokenTotal(step, model, kind, int(tokens)) for step, model, kind, tokens in cursor.fetchall()]

@@ -53,8 +53,10 @@ class OperationStatus(models.TextChoices):
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     RETRY_WAIT = "retry_wait", "Waiting to retry"
-    DEAD = "dead", "Dead (needs an operator)"
-    CONFLICT = "conflict", "Conflict (needs an operator)"
+    # Not every dead letter needs an operator (a quality gate's is the editor's next step): whether
+    # one does is NEEDS_OPERATOR below, never the status's label.
+    DEAD = "dead", "Dead"
+    CONFLICT = "conflict", "Conflict"
     SUPERSEDED = "superseded", "Superseded"
     CANCELLED = "cancelled", "Cancelled"
 
@@ -228,6 +230,12 @@ class Attempt(models.Model):
     fencing_token = models.BigIntegerField()
     ambiguous = models.BooleanField(
         default=False, help_text="The previous attempt may have had its effect: look the key up first."
+    )
+    due_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the operation became claimable for this try (due, or its lease expired); "
+        "started_at minus this is the time it queued. Empty for attempts older than the field.",
     )
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
