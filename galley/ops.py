@@ -33,6 +33,7 @@ from workers.selectors import (
     list_attempts_per_minute,
     list_dead_letters,
     list_expired_leases,
+    list_needing_operator,
     list_open_conflicts,
     list_queue_depth,
     list_succeeded_per_minute,
@@ -284,6 +285,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         "queue_rows": queue_rows,
         "attempt_totals": [(label, total) for label, _, total in attempt_series],
         "charts": charts,
+        "needing_operator": [ProblemRow(op, _admin_url(op)) for op in list_needing_operator(limit=LISTED)],
         "dead_letters": [ProblemRow(op, _admin_url(op)) for op in list_dead_letters(limit=LISTED)],
         "expired_leases": [
             ProblemRow(lease.operation, _admin_url(lease.operation), duration(lease.expired_for))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
@@ -234,6 +234,48 @@ def get_publication_state(revision: Revision) -> PublicationState:
     return PublicationState("none", "Not published", None, [])
 
 
+# A step operation that ended in one of these stops its run: nothing comes of the run unless an
+# operator runs the step again (then it is running again) or an editor starts a new run.
+STEP_STOPPED_STATUSES = (OperationStatus.DEAD, OperationStatus.CONFLICT, OperationStatus.CANCELLED)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where a summary run stands, for display: its own status, or "stopped" when a step ended
+    without success while the run was still running (a quality gate's verdict, a refused request)."""
+
+    state: str  # "running" | "completed" | "superseded" | "stopped": a status badge's CSS name
+    label: str
+    step: str = ""  # the step that stopped it, in words
+    reason: str = ""
+    at: datetime.datetime | None = None
+    needs_operator: bool = False  # workers.models.NEEDS_OPERATOR of the step that stopped it
+
+
+def get_run_outcome(run: SummaryRun, step_operations: Iterable[Operation]) -> RunOutcome:
+    """The outcome of `run` given its step operations (no query)."""
+    if run.status != SummaryRun.Status.RUNNING:
+        return RunOutcome(str(run.status), run.get_status_display())
+    order = {step: index for index, step in enumerate(STEPS)}
+    stopped = sorted(
+        (op for op in step_operations if op.status in STEP_STOPPED_STATUSES),
+        key=lambda op: order.get(op.arguments.get("step", ""), len(order)),
+    )
+    if not stopped:
+        return RunOutcome("running", run.get_status_display())
+    operation = stopped[0]
+    step = operation.arguments.get("step", "")
+    label = SummaryStep(step).label if step in SummaryStep.values else str(step)
+    return RunOutcome(
+        "stopped",
+        f"Stopped at “{label}”",
+        step=label,
+        reason=operation.last_error_message or operation.get_status_display(),
+        at=operation.finished_at,
+        needs_operator=operation.needs_an_operator,
+    )
+
+
 @dataclass(frozen=True)
 class PipelineStepView:
     step: str
@@ -260,10 +302,12 @@ class PipelineView:
     steps: list[PipelineStepView]
 
     @property
+    def outcome(self) -> RunOutcome:
+        return get_run_outcome(self.run, [step.operation for step in self.steps if step.operation is not None])
+
+    @property
     def in_progress(self) -> bool:
-        return self.run.status == SummaryRun.Status.RUNNING and not any(
-            step.state in (OperationStatus.DEAD, OperationStatus.CONFLICT) for step in self.steps
-        )
+        return self.outcome.state == "running"
 
     @property
     def suggestion(self) -> dict[str, str] | None:

@@ -54,7 +54,7 @@ class OperationStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     RETRY_WAIT = "retry_wait", "Waiting to retry"
     # Not every dead letter needs an operator (a quality gate's is the editor's next step): whether
-    # one does is NEEDS_OPERATOR below, never the status's label.
+    # one does is NEEDS_OPERATOR below, not the status's label.
     DEAD = "dead", "Dead"
     CONFLICT = "conflict", "Conflict"
     SUPERSEDED = "superseded", "Superseded"
@@ -87,7 +87,19 @@ FINISHED_STATUSES = (
 )
 
 
+# What "needs an operator" means, in one place, for the ops page's tile and lists, the admin and
+# /metrics: an operation that ended dead or in conflict with the retry policy's verdict that only an
+# operator can settle it (workers.policy: auth failures, conflicts, attempts or deadline spent). A
+# dead letter the policy left to the editors (a quality gate's, invalid input) is not one; an
+# operator's retry or cancel clears the flag.
+OPERATOR_STATUSES = (OperationStatus.DEAD, OperationStatus.CONFLICT)
+NEEDS_OPERATOR = models.Q(needs_operator=True, status__in=OPERATOR_STATUSES)
+
+
 class OperationQuerySet(models.QuerySet):
+    def needing_operator(self) -> OperationQuerySet:
+        return self.filter(NEEDS_OPERATOR)
+
     def unfinished(self) -> OperationQuerySet:
         return self.filter(status__in=UNFINISHED_STATUSES)
 
@@ -184,6 +196,11 @@ class Operation(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in FINISHED_STATUSES
+
+    @property
+    def needs_an_operator(self) -> bool:
+        """NEEDS_OPERATOR for a loaded row (tests/workers hold the two equal)."""
+        return self.needs_operator and self.status in OPERATOR_STATUSES
 
 
 class Dependency(models.Model):

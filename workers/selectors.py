@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import Now, TruncMinute
 
-from workers.models import Attempt, Conflict, Operation, OperationStatus
+from workers.models import NEEDS_OPERATOR, Attempt, Conflict, Operation, OperationStatus
 
 S = OperationStatus
 WAITING = (S.PENDING, S.RETRY_WAIT)
@@ -51,7 +51,7 @@ def get_queue_summary() -> QueueSummary:
         expired_leases=Count("id", filter=Q(status=S.RUNNING, lease_expires_at__lt=Now())),
         dead=Count("id", filter=Q(status=S.DEAD)),
         conflict=Count("id", filter=Q(status=S.CONFLICT)),
-        needs_operator=Count("id", filter=Q(needs_operator=True, status__in=(S.DEAD, S.CONFLICT))),
+        needs_operator=Count("id", filter=NEEDS_OPERATOR),
         oldest_due_age=Max(_age("next_attempt_at"), filter=due),
     )
     figures["open_conflicts"] = Conflict.objects.filter(resolved_at__isnull=True).count()
@@ -166,8 +166,14 @@ def list_queue_time_histograms(*, bounds: Sequence[float]) -> list[QueueTimeHist
 
 
 def list_dead_letters(*, limit: int) -> QuerySet[Operation]:
-    """The newest dead operations first, with the reason the last attempt gave."""
+    """The newest dead operations first, with the reason the last attempt gave; `needs_an_operator`
+    tells those an operator must settle from those left to the editors."""
     return Operation.objects.filter(status=S.DEAD).order_by("-updated_at", "-id")[:limit]
+
+
+def list_needing_operator(*, limit: int) -> QuerySet[Operation]:
+    """The operations that need an operator (NEEDS_OPERATOR: the tile's and the metric's count), newest first."""
+    return Operation.objects.needing_operator().order_by("-updated_at", "-id")[:limit]
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ from playwright.sync_api import expect
 
 from galley.reference_target.server import Faults
 from publishing.actions.briefs import check_create_brief
-from publishing.identities import publish_key
+from publishing.identities import SUMMARY_STEP, publish_key, step_key
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
 from tests.processes import BASE_DIR
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
 from workers.models import Operation
+from workers.runner import drain
 
 OPS = "/ops/"
 
@@ -124,6 +125,40 @@ def test_ops__attempts_chart__each_outcome_in_the_colour_of_its_meaning(
     for css_class, colour in [("chart-ok", "var(--ok)"), ("chart-warn", "#c27c00"), ("chart-bad", "var(--bad)")]:
         assert f".{css_class} .chart-line {{ stroke:{colour}; }}" in css
         assert f".chart-swatch.{css_class} {{ fill:{colour}; background:{colour}; }}" in css
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ops__needs_an_operator__one_definition_for_tile_list_admin_and_metric(publish, brief, editor, operator):
+    """A quality gate's dead letter is the editors' (the brief page gives them the next step); a
+    refused token's needs an operator. The tile, the list, the dead letters' marks, the admin's filter
+    and /metrics all count the same one — and no status label calls every dead letter an operator's."""
+    greeting = check_create_brief(title="Greeting", source_material="Hi there.", acting_user=editor)
+    drain(worker_id="w-gate", kinds=[SUMMARY_STEP], time_budget=60, idle_wait=0.5)
+    gate = Operation.objects.get(key=step_key(greeting.public_id, 1, "quality_gate"))
+    assert publish(brief, "Dockers walked out at dawn.", token="revoked-token") == {"dead": 1}
+    refused = Operation.objects.get(key=publish_key(brief.public_id, 1))
+    assert {gate.status, refused.status} == {"dead"}
+    operator.is_staff = True  # as seed_demo makes operators: the admin needs it
+    operator.save(update_fields=["is_staff"])
+    client = client_for(operator)
+
+    response = client.get(OPS)
+
+    html = response.content.decode()
+    summary = response.context["summary"]
+    assert (summary.dead, summary.needs_operator) == (2, 1)
+    assert [row.operation.key for row in response.context["needing_operator"]] == [refused.key]
+    tile = re.search(r'<li class="ops-tile ops-tile-bad" id="tile-needs-operator">(.*?)</li>', html, re.S)
+    assert tile and '<span class="ops-figure">1</span> needs an operator' in tile.group(1)
+    dead_letters = re.search(r'<h2 id="ops-dead-heading">Dead letters</h2>(.*?)</section>', html, re.S).group(1)
+    marked = re.findall(r'<li class="card"( data-needs-operator)?><a href="[^"]+"><code>([^<]+)</code>', dead_letters)
+    assert sorted(marked) == sorted([("", gate.key), (" data-needs-operator", refused.key)])
+    assert "left to the editors" in dead_letters
+    assert "needs an operator)" not in html  # the queue table's "Dead" column claims nothing
+    admin = client.get("/admin/workers/operation/", {"needs_operator": "yes"})
+    assert [op.key for op in admin.context["cl"].result_list] == [refused.key]
+    metrics = client.get("/metrics").content.decode()
+    assert "\ngalley_operations_needing_operator 1.0\n" in metrics
 
 
 @pytest.mark.django_db
