@@ -234,6 +234,28 @@ def get_publication_state(revision: Revision) -> PublicationState:
     return PublicationState("none", "Not published", None, [])
 
 
+@dataclass(frozen=True)
+class BriefBadge:
+    """The brief's status as its pages show it."""
+
+    status: str  # a status badge's CSS name
+    label: str
+    note: str = ""  # why, when the badge is not the brief's own status
+
+
+def get_brief_badge(brief: Brief, latest: Revision | None) -> BriefBadge:
+    """The brief's own status, except an approved brief whose publish ended without publishing (an
+    operator cancelled it, a newer intent replaced it, or it needs an operator): "Approved" alone
+    would promise a publication that is not coming."""
+    if brief.status == Brief.Status.APPROVED and latest is not None:
+        state = get_publication_state(latest)
+        if state.state == "failed":
+            return BriefBadge("failed", "Approved, publishing needs an operator", state.label)
+        if state.state in ("cancelled", "superseded"):
+            return BriefBadge(state.state, "Approved, not published", state.label)
+    return BriefBadge(str(brief.status), brief.get_status_display())
+
+
 # A step operation that ended in one of these stops its run: nothing comes of the run unless an
 # operator runs the step again (then it is running again) or an editor starts a new run.
 STEP_STOPPED_STATUSES = (OperationStatus.DEAD, OperationStatus.CONFLICT, OperationStatus.CANCELLED)
