@@ -25,12 +25,12 @@ from publishing.roles import Role, can_view, require_role
 from publishing.selectors import (
     RevisionPage,
     access_brief,
-    get_brief_badge,
     get_latest_revision,
     get_pipeline_view,
     get_revision,
     get_revision_comparison,
     get_revision_page,
+    list_brief_badges,
     list_briefs,
     list_revision_numbers,
 )
@@ -59,7 +59,10 @@ def _dashboard_context(request: HttpRequest) -> dict[str, Any]:
     # pages of an unordered list overlap and skip rows: order explicitly, newest first.
     briefs = list_briefs(query=query, status=status)
     page = Paginator(briefs, BRIEFS_PER_PAGE).get_page(request.GET.get("page"))
-    return {"page": page, "filters": filters, "live_query": request.GET.urlencode()}
+    # list_briefs annotates each brief of a page with its latest revision number.
+    badges = list_brief_badges((brief, getattr(brief, "latest_revision_number", None)) for brief in page)
+    rows = [(brief, badges[brief.pk]) for brief in page]
+    return {"page": page, "rows": rows, "filters": filters, "live_query": request.GET.urlencode()}
 
 
 @live_partial("publishing:dashboard")
@@ -118,7 +121,7 @@ def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
         "latest": latest,
         # Revisions are numbered 1… with no gap (list_revision_numbers): the latest says them all.
         "revision_numbers": list(range(latest.number, 0, -1)) if latest is not None else [],
-        "badge": get_brief_badge(brief, latest),
+        "badge": list_brief_badges([(brief, latest.number if latest else None)])[brief.pk],
         "pipeline": get_pipeline_view(brief),
         "timeline": get_brief_timeline(brief, viewer=request.user),
     }

@@ -234,6 +234,13 @@ def test_brief_badge__operator_cancelled_the_publish__no_longer_says_approved(
         assert '<span class="status status-cancelled">Approved, not published</span>' in status
         assert "Not published: cancelled by an operator: wrong desk" in status
         assert ">Approved</span>" not in status
+    # The dashboard's row, and its poll, by the same rule.
+    for html in (
+        client.get("/").content.decode(),
+        client.get(reverse("publishing:dashboard_live"), **HTMX).content.decode(),
+    ):
+        assert '<span class="status status-cancelled">Approved, not published</span>' in html
+        assert "Not published: cancelled by an operator: wrong desk" in html
 
 
 def test_revision_partial__awaiting_a_decision__200_with_every_region(client, approver, brief, revise):
