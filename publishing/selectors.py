@@ -354,10 +354,6 @@ class PipelineView:
         return get_run_outcome(self.run, [step.operation for step in self.steps if step.operation is not None])
 
     @property
-    def in_progress(self) -> bool:
-        return self.outcome.state == "running"
-
-    @property
     def suggestion(self) -> dict[str, str] | None:
         """The whole suggestion (headline as title, draft as body) of a run that found an
         editor's revision and so did not write its draft."""

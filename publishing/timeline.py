@@ -44,7 +44,6 @@ class TimelineEntry:
 class Timeline:
     entries: list[TimelineEntry]  # newest first
     detail_open: bool
-    work_in_progress: bool  # an operation of the brief (summary step, publish, check) is unfinished
 
 
 def _revision_url(public_id: str, number: int) -> str:
@@ -249,5 +248,4 @@ def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
     return Timeline(
         entries=[entry for _, entry in ordered],
         detail_open=has_role(viewer, Role.OPERATOR),
-        work_in_progress=any(not operation.is_finished for operation in operations),
     )
