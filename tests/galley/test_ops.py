@@ -157,6 +157,9 @@ def test_ops__needs_an_operator__one_definition_for_tile_list_admin_and_metric(p
     assert "needs an operator)" not in html  # the queue table's "Dead" column claims nothing
     admin = client.get("/admin/workers/operation/", {"needs_operator": "yes"})
     assert [op.key for op in admin.context["cl"].result_list] == [refused.key]
+    # Said in words: Django's boolean column drew a green tick for "needs an operator".
+    assert '<td class="field-needs_an_operator">needs an operator</td>' in admin.content.decode()
+    assert "icon-yes.svg" not in admin.content.decode()
     metrics = client.get("/metrics").content.decode()
     assert "\ngalley_operations_needing_operator 1.0\n" in metrics
 
