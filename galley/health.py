@@ -5,6 +5,10 @@ redirect), in plain text. /healthz never touches the database: a web process who
 is alive, and restarting it would not help. /readyz asks the database one question per call: are the
 migrations this code needs applied? It answers 503 while the database cannot be reached or lags
 behind the code (a deploy that has not migrated yet), so the balancer sends no traffic there.
+
+A 503 from /readyz is an expected answer, not a server error: it is logged at WARNING when the
+process's answer changes (ready → not ready, or another reason), not at ERROR on every probe, which
+Django's request logger would otherwise do for each 5xx (a balancer probes every few seconds).
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 logger = logging.getLogger(__name__)
+
+# The last answer this process gave, so that only a change of answer is logged.
+_last_answer = "ready"
 
 
 @cache
@@ -54,9 +61,24 @@ def readyz(request: HttpRequest) -> HttpResponse:
     except ProgrammingError:  # no django_migrations table: a database never migrated
         applied = set()
     except DatabaseError as exc:
-        logger.warning("readyz: database unreachable: %s", exc)
-        return _plain(503, "database unreachable")
+        return _answer("database unreachable", cause=str(exc))
     missing = sorted(expected - applied)
     if missing:
-        return _plain(503, "migrations not applied: " + ", ".join(f"{app}.{name}" for app, name in missing))
-    return _plain(200, "ready")
+        return _answer("migrations not applied: " + ", ".join(f"{app}.{name}" for app, name in missing))
+    return _answer("ready")
+
+
+def _answer(text: str, *, cause: str = "") -> HttpResponse:
+    """200 "ready" or 503 with `text`; a change of answer is logged once (WARNING when not ready)."""
+    global _last_answer  # one process's last answer, kept to log changes only
+    changed, _last_answer = text != _last_answer, text
+    if text == "ready":
+        if changed:
+            logger.info("readyz: ready again")
+        return _plain(200, text)
+    if changed:
+        logger.warning("readyz: not ready: %s%s", text, f" ({cause})" if cause else "")
+    response = _plain(503, text)
+    # Logged above (or already, when unchanged): Django's request logger would add an ERROR per probe.
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response

@@ -3,9 +3,10 @@
 Two sources, one exposition:
 
 - what the database knows (operations by state and kind, attempts by outcome and failure kind, the
-  approval → published latency histogram, the queue's oldest due age, expired leases, open
-  conflicts) is read at scrape time by `DatabaseCollector`, through the same selectors as the ops
-  page: nothing is counted twice, and every web process answers alike;
+  approval → published latency histogram, the queue time histogram, AI tokens used, the queue's
+  oldest due age, expired leases, open conflicts) is read at scrape time by `DatabaseCollector`,
+  through the same selectors as the ops page: nothing is counted twice, and every web process
+  answers alike;
 - what only a web process sees (requests by method, route name and status, and their latency) is
   counted by `RequestMetricsMiddleware` in that process. Under gunicorn each worker process has its
   own counts; with PROMETHEUS_MULTIPROC_DIR set, prometheus-client's multiprocess mode writes them
@@ -33,14 +34,17 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from publishing.roles import Role, has_role
-from publishing.selectors import get_publish_latency_histogram
-from workers.selectors import get_queue_summary, list_attempt_totals, list_queue_depth
+from publishing.selectors import get_publish_latency_histogram, list_ai_token_totals
+from workers.selectors import get_queue_summary, list_attempt_totals, list_queue_depth, list_queue_time_histograms
 
 logger = logging.getLogger(__name__)
 
 # Seconds from approval to a verified publication: a healthy publication takes a few seconds, a
 # retried one minutes, one that waited for an operator hours.
 LATENCY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+# Seconds from an operation becoming claimable to its claim: a woken worker claims in milliseconds,
+# a busy queue in seconds; minutes mean too few workers (or all of them stuck).
+QUEUE_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 # Any other method is counted as "other", so a client cannot grow the label set.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -126,6 +130,31 @@ class DatabaseCollector(Collector):
         for tally in list_attempt_totals():
             attempts.add_metric([tally.outcome, tally.error_kind], tally.count)
         yield attempts
+
+        queue_time = HistogramMetricFamily(
+            "galley_queue_time_seconds",
+            "From an operation becoming claimable (due, or its lease expired) to the claim, per attempt kept, by kind.",
+            labels=["kind"],
+        )
+        for kind_histogram in list_queue_time_histograms(bounds=QUEUE_TIME_BUCKETS):
+            queue_time.add_metric(
+                [kind_histogram.kind],
+                buckets=[
+                    *((floatToGoString(bound), count) for bound, count in kind_histogram.buckets),
+                    ("+Inf", kind_histogram.count),
+                ],
+                sum_value=kind_histogram.sum_seconds,
+            )
+        yield queue_time
+
+        tokens = CounterMetricFamily(
+            "galley_ai_tokens",
+            "AI tokens the summary steps' kept attempts used, by step, model and kind (prompt, completion).",
+            labels=["step", "model", "kind"],
+        )
+        for total in list_ai_token_totals():
+            tokens.add_metric([total.step, total.model, total.kind], total.tokens)
+        yield tokens
 
         histogram = get_publish_latency_histogram(bounds=LATENCY_BUCKETS)
         buckets = [(floatToGoString(bound), count) for bound, count in histogram.buckets]

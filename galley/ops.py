@@ -33,6 +33,7 @@ from workers.selectors import (
     list_attempts_per_minute,
     list_dead_letters,
     list_expired_leases,
+    list_needing_operator,
     list_open_conflicts,
     list_queue_depth,
     list_succeeded_per_minute,
@@ -42,6 +43,18 @@ WINDOW_MINUTES = 60
 LISTED = 20  # rows of each list (dead letters, expired leases, conflicts); the admin has the rest
 # Publish and verify operations are settled on the admin's "Publication problems" pages.
 PUBLICATION_KINDS = (PUBLISH, VERIFY)
+
+# An attempt's outcome drawn in the colour of what it means (classes in galley.css): success green,
+# a retry still on its way amber, an end that needs a look red, an intent that went away grey.
+OUTCOME_COLOURS = {
+    Attempt.Outcome.SUCCEEDED: "chart-ok",
+    Attempt.Outcome.RETRY: "chart-warn",
+    Attempt.Outcome.DEAD: "chart-bad",
+    Attempt.Outcome.CONFLICT: "chart-conflict",
+    Attempt.Outcome.SUPERSEDED: "chart-neutral",
+    Attempt.Outcome.LEASE_LOST: "chart-lost",
+    "": "chart-info",  # still in flight
+}
 
 # Chart geometry, in the SVG's own units; the SVG scales to the width it is given.
 WIDTH, HEIGHT = 320, 170
@@ -58,7 +71,7 @@ class ChartPoint:
 @dataclass(frozen=True)
 class ChartSeries:
     name: str
-    css: str  # one of the chart-series-N classes in galley.css
+    css: str  # a chart-series-N class of galley.css, or a colour with a meaning (OUTCOME_COLOURS)
     lines: list[str]  # SVG polyline `points`, one per run of minutes that have a value
     points: list[ChartPoint]
     total: str
@@ -114,11 +127,13 @@ def build_chart(
     minutes: Sequence[datetime.datetime],
     series: Iterable[tuple[str, Sequence[float | None], str]],
     describe: str,
+    colours: Sequence[str] = (),
 ) -> Chart:
     """A line chart of per-minute values (None: nothing that minute, drawn as a gap).
 
     `series` holds (name, values, total shown in the legend); `describe` formats a point's
-    tooltip from the series name, the minute and the value.
+    tooltip from the series name, the minute and the value. `colours` gives each series its CSS
+    class, in order, where its colour has a meaning; the others take the neutral palette.
     """
     series = list(series)
     top = _nice_ceiling(max((v for _, values, _ in series for v in values if v is not None), default=0.0))
@@ -147,7 +162,8 @@ def build_chart(
                 points.append(ChartPoint(x=x, y=y, label=label))
         if run:
             lines.append(" ".join(run))
-        drawn.append(ChartSeries(name=name, css=f"chart-series-{number % 6}", lines=lines, points=points, total=total))
+        css = colours[number] if number < len(colours) else f"chart-series-{number % 6}"
+        drawn.append(ChartSeries(name=name, css=css, lines=lines, points=points, total=total))
     y_ticks = [(round(TOP + span_y * (1 - share), 1), _number(top * share)) for share in (0, 0.5, 1)]
     last = len(minutes) - 1
     x_ticks = [(round(LEFT + index * step, 1), f"{minutes[index]:%H:%M}") for index in (0, last // 2, last)]
@@ -218,8 +234,9 @@ def ops(request: HttpRequest) -> HttpResponse:
 
     attempts = _per_minute(list_attempts_per_minute(since=since), minutes)
     outcome_labels = dict(Attempt.Outcome.choices)
+    outcomes = sorted(attempts)
     attempt_series = [
-        (outcome_labels.get(outcome, outcome), values, _total(values)) for outcome, values in sorted(attempts.items())
+        (outcome_labels.get(outcome, outcome), attempts[outcome], _total(attempts[outcome])) for outcome in outcomes
     ]
     throughput = _per_minute(
         list_succeeded_per_minute(kinds=PUBLICATION_KINDS, since=since), minutes, series=PUBLICATION_KINDS
@@ -259,6 +276,7 @@ def ops(request: HttpRequest) -> HttpResponse:
             minutes=minutes,
             series=attempt_series,
             describe="{minute}: {value} {series}",
+            colours=[OUTCOME_COLOURS.get(outcome, "chart-neutral") for outcome in outcomes],
         ),
     ]
     context = {
@@ -267,6 +285,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         "queue_rows": queue_rows,
         "attempt_totals": [(label, total) for label, _, total in attempt_series],
         "charts": charts,
+        "needing_operator": [ProblemRow(op, _admin_url(op)) for op in list_needing_operator(limit=LISTED)],
         "dead_letters": [ProblemRow(op, _admin_url(op)) for op in list_dead_letters(limit=LISTED)],
         "expired_leases": [
             ProblemRow(lease.operation, _admin_url(lease.operation), duration(lease.expired_for))

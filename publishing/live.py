@@ -1,8 +1,10 @@
 """Live status regions: the partial views htmx polls (publishing/static/publishing/htmx.min.js).
 
-A page renders complete, then polls one partial URL for its status regions while something is in
-progress; no form anyone types in is ever inside a region. A partial answers 200 while there is
-more to come and 286 (htmx: swap this, then stop polling) once nothing is in progress."""
+A page renders complete, then polls one partial URL for its regions while something may still
+change; each answer redraws every region that can change from one state (the main one in place, the
+others out of band), so no region is ever ahead of another. No form anyone types in is ever inside a
+region. A partial answers 200 while there may be more to come and 286 (htmx: swap this, then stop
+polling) once nothing can change any more."""
 
 from __future__ import annotations
 

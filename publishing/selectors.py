@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, overload
 
+from django.db import connection
 from django.db.models import (
     Avg,
     Count,
@@ -28,11 +29,19 @@ from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
 from publishing.diffs import PayloadDiff, diff_payloads
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
-from publishing.identities import PUBLISH, publish_key, revision_subject_id, step_identity, step_key, verify_key
+from publishing.identities import (
+    PUBLISH,
+    SUMMARY_STEP,
+    publish_key,
+    revision_subject_id,
+    step_identity,
+    step_key,
+    verify_key,
+)
 from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun
 from publishing.roles import AnyUser, Role, can_view, has_role
 from publishing.summary_rules import STEPS, SummaryStep, suggested_headline, suggested_payload
-from workers.models import AuditEvent, Conflict, Operation, OperationStatus
+from workers.models import Attempt, AuditEvent, Conflict, Operation, OperationStatus
 from workers.prepared import execute_prepared
 
 
@@ -204,25 +213,115 @@ class PublicationState:
         return self.state == "publishing"
 
 
+def _publication_ended(operations: Sequence[Operation]) -> tuple[str, str] | None:
+    """The state and label of a revision's publication that ended without being published, from its
+    publish and verify operations (in id order): stuck for an operator, or cancelled or superseded.
+    None while it is not over (or never began). The revision page and the brief's badge both ask this."""
+    stuck = [op for op in operations if op.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)]
+    if stuck:
+        reason = stuck[0].last_error_message or stuck[0].get_status_display()
+        return "failed", f"Publishing needs an operator: {reason}"
+    publish = next((op for op in operations if op.kind == PUBLISH), None)
+    if publish is not None and publish.status in (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED):
+        return str(publish.status), f"Not published: {publish.last_error_message or publish.get_status_display()}"
+    return None
+
+
 def get_publication_state(revision: Revision) -> PublicationState:
     public_id = revision.brief.public_id
     keys = [publish_key(public_id, revision.number), verify_key(public_id, revision.number)]
     operations = list(Operation.objects.filter(key__in=keys).prefetch_related("attempt_set").order_by("id"))
     publication = Publication.objects.filter(revision=revision).first()
-    by_kind = {operation.kind: operation for operation in operations}
     if publication is not None and publication.verified_at is not None:
         return PublicationState("published", "Published", publication, operations)
-    stuck = [op for op in operations if op.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)]
-    if stuck:
-        reason = stuck[0].last_error_message or stuck[0].get_status_display()
-        return PublicationState("failed", f"Publishing needs an operator: {reason}", publication, operations)
-    publish = by_kind.get("publish")
-    if publish is not None and publish.status in (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED):
-        label = publish.last_error_message or publish.get_status_display()
-        return PublicationState(str(publish.status), f"Not published: {label}", publication, operations)
+    ended = _publication_ended(operations)
+    if ended is not None:
+        return PublicationState(*ended, publication, operations)
     if operations:
         return PublicationState("publishing", "Publishing…", publication, operations)
     return PublicationState("none", "Not published", None, [])
+
+
+@dataclass(frozen=True)
+class BriefBadge:
+    """The brief's status as its pages show it."""
+
+    status: str  # a status badge's CSS name
+    label: str
+    note: str = ""  # why, when the badge is not the brief's own status
+
+
+# `key = ANY(array)` runs even for an empty array (`key__in=[]` would skip the query), keeping the
+# count constant; the key is unique, so each key is one index probe.
+BADGE_OPERATIONS_SQL = f"SELECT * FROM {Operation._meta.db_table} WHERE key = ANY(%s) ORDER BY id"  # noqa: S608 -- the model's table
+
+
+def list_brief_badges(briefs: Iterable[tuple[Brief, int | None]]) -> dict[int, BriefBadge]:
+    """Each brief's badge, by brief id, given its latest revision number: its own status, except an
+    approved brief whose publish ended without publishing (an operator cancelled it, a newer intent
+    replaced it, or it needs an operator) — "Approved" alone would promise a publication that is not
+    coming. One statement for the approved ones' publish and verify operations, whether there are
+    any or not: a page's query count does not depend on what it lists."""
+    briefs = list(briefs)
+    keys: dict[str, int] = {}
+    for brief, number in briefs:
+        if brief.status == Brief.Status.APPROVED and number is not None:
+            keys.update({publish_key(brief.public_id, number): brief.pk, verify_key(brief.public_id, number): brief.pk})
+    operations: dict[int, list[Operation]] = {}
+    for operation in Operation.objects.raw(BADGE_OPERATIONS_SQL, [sorted(keys)]):
+        operations.setdefault(keys[operation.key], []).append(operation)
+    badges = {}
+    for brief, _number in briefs:
+        ended = _publication_ended(operations.get(brief.pk, []))
+        if ended is None:
+            badges[brief.pk] = BriefBadge(str(brief.status), brief.get_status_display())
+        else:
+            state, label = ended
+            shown = "Approved, publishing needs an operator" if state == "failed" else "Approved, not published"
+            badges[brief.pk] = BriefBadge(state, shown, label)
+    return badges
+
+
+# A step operation that ended in one of these stops its run: nothing comes of the run unless an
+# operator runs the step again (then it is running again) or an editor starts a new run.
+STEP_STOPPED_STATUSES = (OperationStatus.DEAD, OperationStatus.CONFLICT, OperationStatus.CANCELLED)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where a summary run stands, for display: its own status, or "stopped" when a step ended
+    without success while the run was still running (a quality gate's verdict, a refused request)."""
+
+    state: str  # "running" | "completed" | "superseded" | "stopped": a status badge's CSS name
+    label: str
+    step: str = ""  # the step that stopped it, in words
+    reason: str = ""
+    at: datetime.datetime | None = None
+    needs_operator: bool = False  # workers.models.NEEDS_OPERATOR of the step that stopped it
+
+
+def get_run_outcome(run: SummaryRun, step_operations: Iterable[Operation]) -> RunOutcome:
+    """The outcome of `run` given its step operations (no query)."""
+    if run.status != SummaryRun.Status.RUNNING:
+        return RunOutcome(str(run.status), run.get_status_display())
+    order = {step: index for index, step in enumerate(STEPS)}
+    stopped = sorted(
+        (op for op in step_operations if op.status in STEP_STOPPED_STATUSES),
+        key=lambda op: order.get(op.arguments.get("step", ""), len(order)),
+    )
+    if not stopped:
+        return RunOutcome("running", run.get_status_display())
+    operation = stopped[0]
+    step = operation.arguments.get("step", "")
+    label = SummaryStep(step).label if step in SummaryStep.values else str(step)
+    return RunOutcome(
+        "stopped",
+        f"Stopped at “{label}”",
+        step=label,
+        reason=operation.last_error_message or operation.get_status_display(),
+        at=operation.finished_at,
+        needs_operator=operation.needs_an_operator,
+    )
 
 
 @dataclass(frozen=True)
@@ -251,10 +350,8 @@ class PipelineView:
     steps: list[PipelineStepView]
 
     @property
-    def in_progress(self) -> bool:
-        return self.run.status == SummaryRun.Status.RUNNING and not any(
-            step.state in (OperationStatus.DEAD, OperationStatus.CONFLICT) for step in self.steps
-        )
+    def outcome(self) -> RunOutcome:
+        return get_run_outcome(self.run, [step.operation for step in self.steps if step.operation is not None])
 
     @property
     def suggestion(self) -> dict[str, str] | None:
@@ -624,3 +721,32 @@ def get_publish_latency_histogram(*, bounds: Sequence[float]) -> LatencyHistogra
         count=figures["count"],
         sum_seconds=total.total_seconds(),
     )
+
+
+@dataclass(frozen=True)
+class TokenTotal:
+    step: str
+    model: str  # "" when the step stored no artifact (its attempts failed)
+    kind: str  # "prompt", "completion": the usage counter's name without "_tokens"
+    tokens: int
+
+
+# Every AI token the kept attempts of summary steps recorded (README, "How the AI summary works"),
+# by step, the model of the artifact the step stored, and kind of token. One statement.
+AI_TOKENS_SQL = f"""
+SELECT o.arguments ->> 'step', coalesce(s.model, ''), left(u.key, -length('_tokens')), sum(u.value::bigint)
+FROM {Attempt._meta.db_table} a
+JOIN {Operation._meta.db_table} o ON o.id = a.operation_id
+LEFT JOIN {StepArtifact._meta.db_table} s ON s.identity = o.result ->> 'artifact'
+CROSS JOIN LATERAL jsonb_each_text(a.usage) u
+WHERE o.kind = %(kind)s AND right(u.key, length('_tokens')) = '_tokens'
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3
+"""  # noqa: S608 -- table names from the models; every value is a parameter
+
+
+def list_ai_token_totals() -> list[TokenTotal]:
+    """AI tokens used, summed over the attempts kept (retention purges finished operations' attempts)."""
+    with connection.cursor() as cursor:
+        cursor.execute(AI_TOKENS_SQL, {"kind": SUMMARY_STEP})
+        return [TokenTotal(step, model, kind, int(tokens)) for step, model, kind, tokens in cursor.fetchall()]

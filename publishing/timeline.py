@@ -6,6 +6,7 @@ decisions or comments (each kind is read once, with what its entries name joined
 from __future__ import annotations
 
 import datetime
+from collections import defaultdict
 from dataclasses import dataclass
 
 from django.urls import reverse
@@ -14,6 +15,7 @@ from approvals.models import Approval, Assignment, Comment
 from publishing.identities import PUBLISH, SUMMARY_STEP, VERIFY
 from publishing.models import Brief, Publication, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, has_role
+from publishing.selectors import RunOutcome, get_run_outcome
 from publishing.summary_rules import SummaryStep
 from workers.models import Attempt, Operation
 
@@ -42,7 +44,6 @@ class TimelineEntry:
 class Timeline:
     entries: list[TimelineEntry]  # newest first
     detail_open: bool
-    work_in_progress: bool  # an operation of the brief (summary step, publish, check) is unfinished
 
 
 def _revision_url(public_id: str, number: int) -> str:
@@ -121,18 +122,30 @@ def _revision_entry(public_id: str, revision: Revision) -> TimelineEntry:
     )
 
 
-def _run_entries(run: SummaryRun) -> list[TimelineEntry]:
+def _run_entries(run: SummaryRun, outcome: RunOutcome) -> list[TimelineEntry]:
     entries = [
         TimelineEntry(
             at=run.created_at,
             kind="summary_run",
             actor=GALLEY,
             description=f"Summary run {run.number} started on the source material",
-            status=str(run.status),
-            status_label=run.get_status_display(),
+            status=outcome.state,
+            status_label=outcome.label,
             detail=(("Source hash", run.source_hash),),
         )
     ]
+    if outcome.state == "stopped" and outcome.at is not None:
+        entries.append(
+            TimelineEntry(
+                at=outcome.at,
+                kind="summary_run",
+                actor=GALLEY,
+                description=f"Summary run {run.number} stopped at step “{outcome.step}”; no revision came of it",
+                status=outcome.state,
+                status_label=outcome.label,
+                text=outcome.reason,
+            )
+        )
     if run.finished_at is not None:
         entries.append(
             TimelineEntry(
@@ -213,9 +226,13 @@ def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
     public_id = brief.public_id
     entries: list[TimelineEntry] = []
     entries += [_revision_entry(public_id, r) for r in brief.revisions.select_related("author")]
-    for run in brief.summary_runs.all():
-        entries += _run_entries(run)
     operations = list(Operation.objects.for_subject("brief", public_id).prefetch_related("attempt_set").order_by("id"))
+    steps_by_run: dict[object, list[Operation]] = defaultdict(list)
+    for operation in operations:
+        if operation.kind == SUMMARY_STEP:
+            steps_by_run[(operation.arguments or {}).get("run")].append(operation)
+    for run in brief.summary_runs.all():
+        entries += _run_entries(run, get_run_outcome(run, steps_by_run[run.number]))
     for operation in operations:
         entries += _operation_entries(operation)
     approvals = Approval.objects.filter(revision__brief=brief).select_related("approver", "revision")
@@ -231,5 +248,4 @@ def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
     return Timeline(
         entries=[entry for _, entry in ordered],
         detail_open=has_role(viewer, Role.OPERATOR),
-        work_in_progress=any(not operation.is_finished for operation in operations),
     )

@@ -30,14 +30,13 @@ from publishing.selectors import (
     get_revision,
     get_revision_comparison,
     get_revision_page,
+    list_brief_badges,
     list_briefs,
     list_revision_numbers,
 )
 from publishing.timeline import get_brief_timeline
 
 BRIEFS_PER_PAGE = 20
-# Briefs someone may move on at any moment (a decision, a publish): their pages poll for news.
-LIVE_BRIEF_STATUSES = (Brief.Status.DRAFTING, Brief.Status.IN_REVIEW, Brief.Status.APPROVED)
 
 
 def _require_viewer(request: HttpRequest) -> None:
@@ -60,17 +59,19 @@ def _dashboard_context(request: HttpRequest) -> dict[str, Any]:
     # pages of an unordered list overlap and skip rows: order explicitly, newest first.
     briefs = list_briefs(query=query, status=status)
     page = Paginator(briefs, BRIEFS_PER_PAGE).get_page(request.GET.get("page"))
-    # A listed brief another person or a worker may move on: its status may change any time.
-    live = any(brief.status in LIVE_BRIEF_STATUSES for brief in page)
-    return {"page": page, "filters": filters, "live": live, "live_query": request.GET.urlencode()}
+    # list_briefs annotates each brief of a page with its latest revision number.
+    badges = list_brief_badges((brief, getattr(brief, "latest_revision_number", None)) for brief in page)
+    rows = [(brief, badges[brief.pk]) for brief in page]
+    return {"page": page, "rows": rows, "filters": filters, "live_query": request.GET.urlencode()}
 
 
 @live_partial("publishing:dashboard")
 def dashboard_live(request: HttpRequest) -> Partial:
-    """The dashboard's rows (statuses), for the same filters and page."""
+    """The dashboard's rows (statuses), for the same filters and page. Always live: any brief may
+    move on at any moment — a decision, a publish, or an editor's new revision of a published or
+    sent-back brief."""
     _require_viewer(request)
-    context = _dashboard_context(request)
-    return Partial("publishing/_brief_rows.html", context, context["live"])
+    return Partial("publishing/_brief_rows.html", _dashboard_context(request), live=True)
 
 
 @checks_own_form_text
@@ -107,30 +108,31 @@ def brief_new(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET"])
 def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     brief = access_brief(public_id, acting_user=request.user)
-    context = {**_brief_live_context(request, brief), "revision_numbers": list_revision_numbers(brief)}
-    return render(request, "publishing/brief_detail.html", context)
+    return render(request, "publishing/brief_detail.html", _brief_live_context(request, brief))
 
 
 def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
-    """The brief page's status regions: its status, the summary pipeline and the timeline."""
-    pipeline = get_pipeline_view(brief)
-    timeline = get_brief_timeline(brief, viewer=request.user)
-    working = bool(pipeline and pipeline.in_progress) or timeline.work_in_progress
+    """Every region of the brief page that can change — title, status, source and the editor's
+    next step, the revision links, the summary pipeline, the timeline — from one read of the brief,
+    so that the page and each poll show one state, never one region ahead of another."""
+    latest = get_latest_revision(brief)
     return {
         "brief": brief,
-        "latest": get_latest_revision(brief),
-        "pipeline": pipeline,
-        "timeline": timeline,
-        # Awaiting a decision or a publish, someone else may act any moment: keep polling.
-        "live": working or brief.status in LIVE_BRIEF_STATUSES,
+        "latest": latest,
+        # Revisions are numbered 1… with no gap (list_revision_numbers): the latest says them all.
+        "revision_numbers": list(range(latest.number, 0, -1)) if latest is not None else [],
+        "badge": list_brief_badges([(brief, latest.number if latest else None)])[brief.pk],
+        "pipeline": get_pipeline_view(brief),
+        "timeline": get_brief_timeline(brief, viewer=request.user),
     }
 
 
 @live_partial("publishing:brief")
 def brief_live(request: HttpRequest, public_id: str) -> Partial:
+    """Always live: whatever the brief's status, someone may act on it at any moment (a decision, a
+    publish, an editor's next revision of a published brief)."""
     brief = access_brief(public_id, acting_user=request.user)
-    context = _brief_live_context(request, brief)
-    return Partial("publishing/brief_live.html", context, context["live"])
+    return Partial("publishing/brief_live.html", _brief_live_context(request, brief), live=True)
 
 
 @checks_own_form_text
@@ -195,8 +197,9 @@ def _render_revision_page(
 
 
 def _revision_live_context(page: RevisionPage) -> dict[str, Any]:
-    # While it is current and unpublished, a decision may come from another approver any moment.
-    live = page.publication_state.in_progress or (page.is_current and page.publication_state.state == "none")
+    # While it is current, a decision, a publish or a newer revision may come any moment; once a
+    # newer one exists, only a publish still under way can change what the page shows.
+    live = page.publication_state.in_progress or page.is_current
     return {**page.as_context(), "live": live}
 
 

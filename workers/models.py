@@ -53,8 +53,10 @@ class OperationStatus(models.TextChoices):
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     RETRY_WAIT = "retry_wait", "Waiting to retry"
-    DEAD = "dead", "Dead (needs an operator)"
-    CONFLICT = "conflict", "Conflict (needs an operator)"
+    # Not every dead letter needs an operator (a quality gate's is the editor's next step): whether
+    # one does is NEEDS_OPERATOR below, not the status's label.
+    DEAD = "dead", "Dead"
+    CONFLICT = "conflict", "Conflict"
     SUPERSEDED = "superseded", "Superseded"
     CANCELLED = "cancelled", "Cancelled"
 
@@ -85,7 +87,19 @@ FINISHED_STATUSES = (
 )
 
 
+# What "needs an operator" means, in one place, for the ops page's tile and lists, the admin and
+# /metrics: an operation that ended dead or in conflict with the retry policy's verdict that only an
+# operator can settle it (workers.policy: auth failures, conflicts, attempts or deadline spent). A
+# dead letter the policy left to the editors (a quality gate's, invalid input) is not one; an
+# operator's retry or cancel clears the flag.
+OPERATOR_STATUSES = (OperationStatus.DEAD, OperationStatus.CONFLICT)
+NEEDS_OPERATOR = models.Q(needs_operator=True, status__in=OPERATOR_STATUSES)
+
+
 class OperationQuerySet(models.QuerySet):
+    def needing_operator(self) -> OperationQuerySet:
+        return self.filter(NEEDS_OPERATOR)
+
     def unfinished(self) -> OperationQuerySet:
         return self.filter(status__in=UNFINISHED_STATUSES)
 
@@ -183,6 +197,11 @@ class Operation(models.Model):
     def is_finished(self) -> bool:
         return self.status in FINISHED_STATUSES
 
+    @property
+    def needs_an_operator(self) -> bool:
+        """NEEDS_OPERATOR for a loaded row (tests/workers hold the two equal)."""
+        return self.needs_operator and self.status in OPERATOR_STATUSES
+
 
 class Dependency(models.Model):
     """A durable happens-before edge: `operation` cannot be claimed until `prerequisite` has
@@ -228,6 +247,12 @@ class Attempt(models.Model):
     fencing_token = models.BigIntegerField()
     ambiguous = models.BooleanField(
         default=False, help_text="The previous attempt may have had its effect: look the key up first."
+    )
+    due_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the operation became claimable for this try (due, or its lease expired); "
+        "started_at minus this is the time it queued. Empty for attempts older than the field.",
     )
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -12,10 +12,10 @@ import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import Now, TruncMinute
 
-from workers.models import Attempt, Conflict, Operation, OperationStatus
+from workers.models import NEEDS_OPERATOR, Attempt, Conflict, Operation, OperationStatus
 
 S = OperationStatus
 WAITING = (S.PENDING, S.RETRY_WAIT)
@@ -51,7 +51,7 @@ def get_queue_summary() -> QueueSummary:
         expired_leases=Count("id", filter=Q(status=S.RUNNING, lease_expires_at__lt=Now())),
         dead=Count("id", filter=Q(status=S.DEAD)),
         conflict=Count("id", filter=Q(status=S.CONFLICT)),
-        needs_operator=Count("id", filter=Q(needs_operator=True, status__in=(S.DEAD, S.CONFLICT))),
+        needs_operator=Count("id", filter=NEEDS_OPERATOR),
         oldest_due_age=Max(_age("next_attempt_at"), filter=due),
     )
     figures["open_conflicts"] = Conflict.objects.filter(resolved_at__isnull=True).count()
@@ -123,9 +123,57 @@ def list_attempt_totals() -> list[AttemptTally]:
     return [AttemptTally(outcome=row["outcome"], error_kind=row["error_kind"], count=row["count"]) for row in rows]
 
 
+@dataclass(frozen=True)
+class QueueTimeHistogram:
+    """Cumulative counts of one operation kind's claims, as Prometheus reads a histogram: `buckets`
+    pairs each upper bound (seconds) with the number of claims that queued at most that long."""
+
+    kind: str
+    buckets: list[tuple[float, int]]
+    count: int
+    sum_seconds: float
+
+
+def list_queue_time_histograms(*, bounds: Sequence[float]) -> list[QueueTimeHistogram]:
+    """How long each kept attempt's operation waited between becoming claimable (due, or its lease
+    expired) and the claim that opened the attempt, bucketed by `bounds` (seconds, ascending), per
+    kind; one statement. Both times are the database's, so a worker's clock plays no part."""
+    queued = ExpressionWrapper(F("started_at") - F("due_at"), output_field=DurationField())
+    rows = (
+        Attempt.objects.filter(due_at__isnull=False)
+        .order_by()
+        .alias(queued=queued)
+        .values("operation__kind")
+        .annotate(
+            count=Count("id"),
+            total=Sum("queued"),
+            **{
+                f"le_{index}": Count("id", filter=Q(queued__lte=datetime.timedelta(seconds=bound)))
+                for index, bound in enumerate(bounds)
+            },
+        )
+        .order_by("operation__kind")
+    )
+    return [
+        QueueTimeHistogram(
+            kind=row["operation__kind"],
+            buckets=[(bound, row[f"le_{index}"]) for index, bound in enumerate(bounds)],
+            count=row["count"],
+            sum_seconds=row["total"].total_seconds() if row["total"] is not None else 0.0,
+        )
+        for row in rows
+    ]
+
+
 def list_dead_letters(*, limit: int) -> QuerySet[Operation]:
-    """The newest dead operations first, with the reason the last attempt gave."""
+    """The newest dead operations first, with the reason the last attempt gave; `needs_an_operator`
+    tells those an operator must settle from those left to the editors."""
     return Operation.objects.filter(status=S.DEAD).order_by("-updated_at", "-id")[:limit]
+
+
+def list_needing_operator(*, limit: int) -> QuerySet[Operation]:
+    """The operations that need an operator (NEEDS_OPERATOR: the tile's and the metric's count), newest first."""
+    return Operation.objects.needing_operator().order_by("-updated_at", "-id")[:limit]
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,13 @@ from django.db import transaction
 from playwright.sync_api import expect
 
 from publishing.actions.briefs import check_create_brief
+from publishing.actions.resolutions import check_cancel_publication
 from publishing.actions.revisions import check_create_revision
-from publishing.identities import PUBLISH, VERIFY
+from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
+from tests.publishing.handlers.test_publications import approve, run_worker
+from workers.models import Operation
 from workers.runner import drain
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
@@ -119,3 +122,71 @@ def test_browser__a_poll_leaves_a_folded_section_as_the_reader_left_it(browser, 
         page.evaluate(settled)
 
     expect(page.locator("#brief-live details.engineer-detail").first).to_have_attribute("open", "")
+
+
+def test_browser__every_region_follows_one_state__revisions_current_mark_publication_and_cancel(
+    browser, live_server, make_user, target, settings
+):
+    """Issue 18's contradictions, each on an open page that never reloads: revision 1 arriving
+    (the revision links and the editor's button follow it), a published brief's page still following
+    its next revision, the revision page's "(current)" going with the "not current" notice, and the
+    badge after an operator cancelled the publish."""
+    eddie = make_user("eddie", Role.EDITOR, password=PASSWORD)
+    ava = make_user("ava", Role.APPROVER, password=PASSWORD)
+    otto = make_user("otto", Role.OPERATOR)
+    with transaction.atomic(durable=True):
+        brief = check_create_brief(title="Harbour strike", source_material="", acting_user=eddie)
+
+    def write(number: int, body: str) -> None:
+        with transaction.atomic(durable=True):
+            check_create_revision(
+                brief.public_id, base_number=number - 1, title="Harbour strike", body=body, acting_user=eddie
+            )
+
+    page = sign_in(browser, live_server, "eddie")
+    page.set_viewport_size(DESKTOP)
+    console_errors: list[str] = []
+    page.on("console", lambda message: console_errors.append(message.text) if message.type == "error" else None)
+    page.goto(f"{live_server.url}/briefs/{brief.public_id}/")
+    expect(page.locator("nav.revision-links")).to_contain_text("none yet")
+    expect(page.get_by_role("link", name="Write the first revision")).to_be_visible()
+    page.evaluate("window.__marker = 1")  # gone if the page reloads
+
+    # Revision 1 arrives: the links, the button and the status follow, together.
+    write(1, "Dockers walked out at dawn.")
+    expect(page.locator("nav.revision-links").get_by_role("link", name="1", exact=True)).to_be_visible()
+    expect(page.locator("nav.revision-links")).not_to_contain_text("none yet")
+    expect(page.get_by_role("link", name="Edit (new revision)")).to_be_visible()
+    expect(page.get_by_role("link", name="Write the first revision")).to_have_count(0)
+    expect(page.locator("#brief-status .status")).to_have_text("In review")
+
+    # Published, the brief's page and revision 1's page keep following.
+    revision_page = page.context.new_page()
+    revision_page.goto(f"{live_server.url}/briefs/{brief.public_id}/revisions/1/")
+    expect(revision_page.get_by_role("heading", level=1)).to_have_text("Revision 1 (current)")
+    approve(brief.revisions.get(number=1), by=ava)
+    assert run_worker(worker_id="w-browser-regions") == {"succeeded": 2}
+    expect(page.locator("#brief-status .status")).to_have_text("Published")
+    expect(revision_page.locator("#publication")).to_have_attribute("data-state", "published")
+
+    # Revision 2: the published brief's page shows it; revision 1's page is no longer "(current)".
+    write(2, "Dockers walked out at dawn; the port is closed.")
+    expect(page.locator("#brief-status .status")).to_have_text("In review")
+    expect(page.locator("nav.revision-links").get_by_role("link", name="2", exact=True)).to_be_visible()
+    expect(revision_page.locator("#revision-notice")).to_contain_text("This revision is not current: revision 2 is.")
+    expect(revision_page.get_by_role("heading", level=1)).to_have_text("Revision 1")
+
+    # Revision 2's publish is refused, an operator cancels it: the badge no longer says "Approved".
+    settings.GALLEY_TARGET_TOKEN = "revoked-token"
+    approve(brief.revisions.get(number=2), by=ava)
+    assert run_worker(worker_id="w-browser-regions") == {"dead": 1}
+    expect(page.locator("#brief-status .status")).to_have_text("Approved, publishing needs an operator")
+    with transaction.atomic(durable=True):
+        check_cancel_publication(
+            Operation.objects.get(key=publish_key(brief.public_id, 2)), reason="wrong desk", acting_user=otto
+        )
+    expect(page.locator("#brief-status .status")).to_have_text("Approved, not published")
+    expect(page.get_by_test_id("badge-note")).to_have_text("Not published: cancelled by an operator: wrong desk")
+    assert page.evaluate("window.__marker") == 1
+    screenshot(page, "live-regions-cancelled")
+    assert console_errors == [], console_errors

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -44,6 +45,32 @@ def test_readyz__migration_missing__503_naming_it(client):
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.content.decode() == f"migrations not applied: publishing.{latest}\n"
+
+
+def test_readyz__not_ready__one_warning_per_change_never_an_error(client, caplog):
+    """A failed readiness probe is an expected answer: no ERROR per probe (Django's request logger
+    logs every 5xx at ERROR), one WARNING when the answer changes, one line when it is ready again."""
+    client.get("/readyz")  # ready: the process's last answer, whatever an earlier test left
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM django_migrations WHERE app = 'publishing' AND name = "
+            "(SELECT max(name) FROM django_migrations WHERE app = 'publishing') RETURNING app, name"
+        )
+        removed = cursor.fetchone()
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        answers = [client.get("/readyz").status_code for _probe in range(3)]
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO django_migrations (app, name, applied) VALUES (%s, %s, now())", removed)
+        answers.append(client.get("/readyz").status_code)
+
+    assert answers == [503, 503, 503, 200]
+    assert [record.levelname for record in caplog.records if record.levelno >= logging.ERROR] == []
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert warnings == [f"readyz: not ready: migrations not applied: publishing.{removed[1]}"]
+    assert [record.getMessage() for record in caplog.records if record.name == "galley.health"][-1] == (
+        "readyz: ready again"
+    )
 
 
 def test_readyz__post__refused(client):

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from publishing.actions.briefs import check_create_brief
+from publishing.identities import SUMMARY_STEP, publish_key
+from publishing.models import StepArtifact
+from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
+from workers.models import Attempt
+from workers.runner import drain
 
 METRICS = "/metrics"
 TOKEN = "scrape-me-please"
+SOURCE = (
+    "The harbour authority closed the port at dawn after dockers walked out over pay. "
+    "Ferries to the islands were cancelled, and the union said the strike would last three days."
+)
 
 
 def samples(response) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -106,6 +118,55 @@ def test_metrics__dead_letter__attempt_counted_by_failure_kind_and_operator_need
     assert value(parsed, "galley_operations", state="dead", kind="publish") == 1
     assert value(parsed, "galley_operations_needing_operator") == 1
     assert value(parsed, "galley_approval_to_published_seconds_count") == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_metrics__queue_time__each_claim_measured_from_due_to_claim(target, brief, revise, approver, operator):
+    """§7.6 queue time: a publish due for over a second before a worker came is counted in the
+    histogram as at least that long (a lower bound: a slow machine only makes it longer)."""
+    client = client_for(operator)
+    before = samples(client.get(METRICS))
+    approve(revise(brief, "Dockers walked out at dawn."), by=approver)  # the publish is due now
+    time.sleep(1.2)
+    assert run_worker() == {"succeeded": 2}
+    after = samples(client.get(METRICS))
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("galley_queue_time_seconds_count", kind="publish") == 1
+    assert moved("galley_queue_time_seconds_count", kind="verify") == 1
+    assert moved("galley_queue_time_seconds_bucket", kind="publish", le="+Inf") == 1
+    assert moved("galley_queue_time_seconds_bucket", kind="publish", le="1.0") == 0  # it waited over a second
+    assert moved("galley_queue_time_seconds_sum", kind="publish") >= 1.0
+    attempt = Attempt.objects.get(operation__key=publish_key(brief.public_id, 1))
+    assert attempt.due_at is not None and attempt.started_at - attempt.due_at >= datetime.timedelta(seconds=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_metrics__summary_run__ai_tokens_by_step_model_and_kind(editor, operator):
+    """§7.6 AI tokens: what each summary step's attempts recorded, summed per step, model and kind."""
+    brief = check_create_brief(title="Harbour strike", source_material=SOURCE, acting_user=editor)
+    drain(worker_id="w-tokens", kinds=[SUMMARY_STEP], time_budget=60, idle_wait=0.5)
+    assert brief.revisions.count() == 1  # the run went through: every step stored its artifact
+
+    parsed = samples(client_for(operator).get(METRICS))
+
+    expected: dict[tuple[str, str, str], int] = {}
+    for attempt in Attempt.objects.filter(operation__kind=SUMMARY_STEP).select_related("operation"):
+        step = attempt.operation.arguments["step"]
+        model = StepArtifact.objects.get(identity=attempt.operation.result["artifact"]).model
+        for name, count in attempt.usage.items():
+            key = (step, model, name.removesuffix("_tokens"))
+            expected[key] = expected.get(key, 0) + count
+    assert {step for step, _, _ in expected} == {"outline", "draft", "headline"}  # the gate asks no model
+    assert all(count > 0 for count in expected.values())
+    shown = {
+        (dict(labels)["step"], dict(labels)["model"], dict(labels)["kind"]): count
+        for (name, labels), count in parsed.items()
+        if name == "galley_ai_tokens_total"
+    }
+    assert shown == expected
 
 
 def test_metrics__multiprocess_dir__requests_of_every_process_summed(tmp_path: Path):

@@ -10,12 +10,16 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from playwright.sync_api import expect
 
+from galley.reference_target.server import Faults
 from publishing.actions.briefs import check_create_brief
-from publishing.identities import publish_key
+from publishing.identities import SUMMARY_STEP, publish_key, step_key
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
+from tests.processes import BASE_DIR
+from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
 from workers.models import Operation
+from workers.runner import drain
 
 OPS = "/ops/"
 
@@ -82,6 +86,84 @@ def test_ops__after_publications__charts_have_points_and_dead_letter_shows_reaso
     assert "/admin/publishing/publicationproblem/?state=open" in html
 
 
+def _series_class(html: str, chart: str, series: str) -> str:
+    """The CSS classes of one series (a <g>) of one chart, and of its legend swatch, which must agree."""
+    match = re.search(rf'<figure class="card ops-chart" id="{chart}">(.*?)</figure>', html, re.S)
+    assert match, f"no chart {chart}"
+    group = re.search(rf'<g class="chart-series ([^"]+)" data-series="{re.escape(series)}">', match.group(1))
+    assert group, f"no series {series} in {chart}"
+    swatch = re.search(
+        rf'<span class="chart-swatch ([^"]+)" aria-hidden="true"></span>{re.escape(series)}', match.group(1)
+    )
+    assert swatch and swatch.group(1) == group.group(1)
+    return group.group(1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ops__attempts_chart__each_outcome_in_the_colour_of_its_meaning(
+    start_target, revise, approver, operator, editor, settings
+):
+    """Success green, a retry amber, a dead attempt red — never a dead letter drawn green."""
+    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
+    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
+    settings.GALLEY_MAX_ATTEMPTS = 2
+    start_target(Faults(rate_500=1.0))  # every try a server error: one retry, then a dead letter
+    failing = check_create_brief(title="Ferry timetable", source_material="", acting_user=editor)
+    approve(revise(failing, "The winter timetable starts."), by=approver)
+    run_worker()
+    start_target()
+    succeeding = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
+    approve(revise(succeeding, "Dockers walked out at dawn."), by=approver)
+    run_worker()
+
+    html = client_for(operator).get(OPS).content.decode()
+
+    assert _series_class(html, "chart-attempts", "Succeeded") == "chart-ok"
+    assert _series_class(html, "chart-attempts", "Will retry") == "chart-warn"
+    assert _series_class(html, "chart-attempts", "Dead") == "chart-bad"
+    css = (BASE_DIR / "publishing/static/publishing/galley.css").read_text()
+    for css_class, colour in [("chart-ok", "var(--ok)"), ("chart-warn", "#c27c00"), ("chart-bad", "var(--bad)")]:
+        assert f".{css_class} .chart-line {{ stroke:{colour}; }}" in css
+        assert f".chart-swatch.{css_class} {{ fill:{colour}; background:{colour}; }}" in css
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ops__needs_an_operator__one_definition_for_tile_list_admin_and_metric(publish, brief, editor, operator):
+    """A quality gate's dead letter is the editors' (the brief page gives them the next step); a
+    refused token's needs an operator. The tile, the list, the dead letters' marks, the admin's filter
+    and /metrics all count the same one — and no status label calls every dead letter an operator's."""
+    greeting = check_create_brief(title="Greeting", source_material="Hi there.", acting_user=editor)
+    drain(worker_id="w-gate", kinds=[SUMMARY_STEP], time_budget=60, idle_wait=0.5)
+    gate = Operation.objects.get(key=step_key(greeting.public_id, 1, "quality_gate"))
+    assert publish(brief, "Dockers walked out at dawn.", token="revoked-token") == {"dead": 1}
+    refused = Operation.objects.get(key=publish_key(brief.public_id, 1))
+    assert {gate.status, refused.status} == {"dead"}
+    operator.is_staff = True  # as seed_demo makes operators: the admin needs it
+    operator.save(update_fields=["is_staff"])
+    client = client_for(operator)
+
+    response = client.get(OPS)
+
+    html = response.content.decode()
+    summary = response.context["summary"]
+    assert (summary.dead, summary.needs_operator) == (2, 1)
+    assert [row.operation.key for row in response.context["needing_operator"]] == [refused.key]
+    tile = re.search(r'<li class="ops-tile ops-tile-bad" id="tile-needs-operator">(.*?)</li>', html, re.S)
+    assert tile and '<span class="ops-figure">1</span> needs an operator' in tile.group(1)
+    dead_letters = re.search(r'<h2 id="ops-dead-heading">Dead letters</h2>(.*?)</section>', html, re.S).group(1)
+    marked = re.findall(r'<li class="card"( data-needs-operator)?><a href="[^"]+"><code>([^<]+)</code>', dead_letters)
+    assert sorted(marked) == sorted([("", gate.key), (" data-needs-operator", refused.key)])
+    assert "left to the editors" in dead_letters
+    assert "needs an operator)" not in html  # the queue table's "Dead" column claims nothing
+    admin = client.get("/admin/workers/operation/", {"needs_operator": "yes"})
+    assert [op.key for op in admin.context["cl"].result_list] == [refused.key]
+    # Said in words: Django's boolean column drew a green tick for "needs an operator".
+    assert '<td class="field-needs_an_operator">needs an operator</td>' in admin.content.decode()
+    assert "icon-yes.svg" not in admin.content.decode()
+    metrics = client.get("/metrics").content.decode()
+    assert "\ngalley_operations_needing_operator 1.0\n" in metrics
+
+
 @pytest.mark.django_db
 def test_query_count__ops__constant_with_1000_briefs(operator, editor, django_assert_num_queries):
     client = client_for(operator)
@@ -121,8 +203,9 @@ def test_browser__ops_page__shows_dead_letter_and_charts_at_desktop_and_phone_wi
 
     expect(page.get_by_role("heading", name="Operations")).to_be_visible()
     expect(page.locator("#ops-status")).to_contain_text("dead letters")
-    expect(page.get_by_role("link", name=dead.key)).to_be_visible()
-    expect(page.get_by_text(dead.last_error_message)).to_be_visible()
+    # A refused token needs an operator: listed there (and among the dead letters, marked so).
+    expect(page.locator("#ops-needing").get_by_role("link", name=dead.key)).to_be_visible()
+    expect(page.locator("#ops-needing").get_by_text(dead.last_error_message)).to_be_visible()
     expect(page.locator("svg.chart")).to_have_count(3)
     expect(page.locator("#chart-throughput circle.chart-point")).to_have_count(2)
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")

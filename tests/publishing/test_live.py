@@ -3,22 +3,37 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.db import transaction
 from django.urls import reverse
 from pytest_django.asserts import assertContains, assertNotContains, assertRedirects
 
 from approvals.models import Approval
 from publishing import selectors
 from publishing.actions.briefs import check_create_brief
+from publishing.actions.resolutions import check_cancel_publication
+from publishing.identities import publish_key
 from publishing.roles import Role
 from tests.approvals.test_approvals import decide
+from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.publishing.test_diff_views import publish
 from tests.web import client_for
+from workers.models import Operation
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 STOP_POLLING = 286
+
+
+def _region(html: str, tag: str, ident: str) -> str:
+    """The inside of the one element `<tag id="ident"…>` of a page or a poll's answer (which has it
+    exactly once: in place, or out of band)."""
+    found = re.findall(rf'<{tag}[^>]* id="{ident}"[^>]*>(.*?)</{tag}>', html, re.S)
+    assert len(found) == 1, f"{len(found)} elements #{ident}"
+    return found[0]
 
 
 def brief_live_url(brief) -> str:
@@ -62,13 +77,22 @@ def test_revision_page__no_decision_form__poll_sends_nothing_of_a_form(client, e
     assertNotContains(response, 'id="decision-form"')
 
 
-def test_revision_page__published__does_not_poll(client, editor, approver, brief, revise):
+def test_revision_page__published_and_current__keeps_polling_for_a_newer_revision(
+    client, editor, approver, brief, revise
+):
     revision = revise(brief, "Dockers walked out.")
     publish(revision, by=approver)
     client.force_login(editor)
     response = client.get(revision.get_absolute_url())
     assertContains(response, 'data-state="published"')
-    assertNotContains(response, "hx-get=")
+    assertContains(response, f'hx-get="{revision_live_url(revision)}"')
+
+
+def test_revision_page__not_current_and_nothing_under_way__does_not_poll(client, editor, brief, revise):
+    revision = revise(brief, "Dockers walked out.")
+    revise(brief, "Dockers walked out at dawn.")
+    client.force_login(editor)
+    assertNotContains(client.get(revision.get_absolute_url()), "hx-get=")
 
 
 # --- Partials: roles -----------------------------------------------------------------------------
@@ -134,7 +158,7 @@ def test_brief_partial__in_review__status_pipeline_and_timeline_then_keeps_polli
     assertNotContains(response, "<html")
 
 
-def test_brief_partial__nothing_in_progress__286(client, editor, approver, revise):
+def test_brief_partial__changes_requested__keeps_polling_for_the_next_revision(client, editor, approver, revise):
     brief = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
     revision = revise(brief, "Dockers walked out.")
     decide(revision, decision=Approval.Decision.CHANGES_REQUESTED, by=approver, comment="Which port?")
@@ -142,9 +166,81 @@ def test_brief_partial__nothing_in_progress__286(client, editor, approver, revis
 
     response = client.get(brief_live_url(brief), **HTMX)
 
-    assert response.status_code == STOP_POLLING
-    assertContains(response, "Changes requested", status_code=STOP_POLLING)
-    assertNotContains(client.get(brief.get_absolute_url()), "hx-get=")
+    assert response.status_code == 200  # an editor may write the next revision any moment
+    assertContains(response, "Changes requested")
+    assertContains(client.get(brief.get_absolute_url()), f'hx-get="{brief_live_url(brief)}"')
+
+
+def test_brief_partial__revision_1_arrives__revision_links_and_the_editors_button_follow(client, editor, revise):
+    """Issue 18: after revision 1 arrived live the page still said "Revisions none yet" and offered
+    "Write the first revision": both are regions of the poll now, drawn from the same state."""
+    brief = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
+    client.force_login(editor)
+    before = client.get(brief_live_url(brief), **HTMX).content.decode()
+    assert '<span class="muted">none yet</span>' in _region(before, "nav", "revision-links")
+    assert "Write the first revision" in _region(before, "div", "brief-actions")
+
+    revise(brief, "Dockers walked out.")
+    after = client.get(brief_live_url(brief), **HTMX).content.decode()
+
+    links = _region(after, "nav", "revision-links")
+    assert f'<a href="/briefs/{brief.public_id}/revisions/1/">1</a> <span class="muted">(current)</span>' in links
+    assert "none yet" not in links
+    actions = _region(after, "div", "brief-actions")
+    assert "Edit (new revision)" in actions and "Write the first revision" not in actions
+    assert "In review" in _region(after, "p", "brief-status")
+
+
+def test_brief_partial__published__keeps_polling_and_a_new_revision_shows(client, editor, approver, brief, revise):
+    """Issue 18: a published brief's open page stopped polling, so a new revision never showed."""
+    publish(revise(brief, "Dockers walked out."), by=approver)
+    client.force_login(editor)
+    published = client.get(brief_live_url(brief), **HTMX)
+    assert published.status_code == 200
+    assertContains(published, "Published")
+
+    revise(brief, "Dockers walked out at dawn.")
+    response = client.get(brief_live_url(brief), **HTMX)
+
+    assert response.status_code == 200
+    assert "In review" in _region(response.content.decode(), "p", "brief-status")
+    assert f'href="/briefs/{brief.public_id}/revisions/2/">2</a>' in _region(
+        response.content.decode(), "nav", "revision-links"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_brief_badge__operator_cancelled_the_publish__no_longer_says_approved(
+    client, target, settings, editor, approver, operator, revise
+):
+    """Issue 18: after an operator cancelled a publish the badge still said "Approved"."""
+    brief = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
+    revision = revise(brief, "Dockers walked out.")
+    settings.GALLEY_TARGET_TOKEN = "revoked-token"  # the target refuses: a dead letter for an operator
+    approve(revision, by=approver)
+    assert run_worker() == {"dead": 1}
+    with transaction.atomic(durable=True):
+        outcome = check_cancel_publication(
+            Operation.objects.get(key=publish_key(brief.public_id, 1)), reason="wrong desk", acting_user=operator
+        )
+    assert outcome.changed
+    client.force_login(editor)
+
+    for html in (
+        client.get(brief.get_absolute_url()).content.decode(),
+        client.get(brief_live_url(brief), **HTMX).content.decode(),
+    ):
+        status = _region(html, "p", "brief-status")
+        assert '<span class="status status-cancelled">Approved, not published</span>' in status
+        assert "Not published: cancelled by an operator: wrong desk" in status
+        assert ">Approved</span>" not in status
+    # The dashboard's row, and its poll, by the same rule.
+    for html in (
+        client.get("/").content.decode(),
+        client.get(reverse("publishing:dashboard_live"), **HTMX).content.decode(),
+    ):
+        assert '<span class="status status-cancelled">Approved, not published</span>' in html
+        assert "Not published: cancelled by an operator: wrong desk" in html
 
 
 def test_revision_partial__awaiting_a_decision__200_with_every_region(client, approver, brief, revise):
@@ -210,17 +306,33 @@ def test_revision_partial__newer_revision__notice_and_286(client, approver, brie
     assertContains(response, "This revision is not current", status_code=286)
 
 
-def test_revision_partial__published__published_status_and_286(client, approver, make_user, brief, revise):
+def test_revision_partial__published__published_status_and_keeps_polling(client, approver, make_user, brief, revise):
     revision = revise(brief, "Dockers walked out.")
     publish(revision, by=make_user("abe", Role.APPROVER))
     client.force_login(approver)
 
     response = client.get(revision_live_url(revision), {"revision_number": revision.number}, **HTMX)
 
-    assert response.status_code == STOP_POLLING
-    assertContains(response, 'data-state="published"', status_code=286)
-    assertContains(response, 'data-testid="permalink"', status_code=286)
-    assertContains(response, "was published meanwhile", status_code=286)
+    assert response.status_code == 200  # still current: a newer revision may come any moment
+    assertContains(response, 'data-state="published"')
+    assertContains(response, 'data-testid="permalink"')
+    assertContains(response, "was published meanwhile")
+
+
+def test_revision_partial__newer_revision__the_current_mark_goes_with_the_notice(client, editor, brief, revise):
+    """Issue 18: "Revision 5 (current)" stood above "This revision is not current: revision 6 is"."""
+    revision = revise(brief, "Dockers walked out.")
+    client.force_login(editor)
+    assert "(current)" in _region(
+        client.get(revision_live_url(revision), **HTMX).content.decode(), "span", "revision-current"
+    )
+
+    revise(brief, "Dockers walked out at dawn.")
+    response = client.get(revision_live_url(revision), **HTMX)
+
+    html = response.content.decode()
+    assert "(current)" not in _region(html, "span", "revision-current")
+    assert "This revision is not current" in _region(html, "div", "revision-notice")
 
 
 def test_stale_form_submitted__still_the_clear_refusal(client, approver, make_user, brief, revise):
@@ -256,9 +368,10 @@ def test_dashboard_partial__rows_for_the_same_filters(client, editor, revise):
     assertNotContains(response, "<table")
 
 
-def test_dashboard_partial__nothing_can_move__286(client, editor, approver, revise):
+def test_dashboard_partial__changes_requested__keeps_polling_for_the_next_revision(client, editor, approver, revise):
     brief = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
     decide(revise(brief, "Text."), decision=Approval.Decision.CHANGES_REQUESTED, by=approver)
     client.force_login(editor)
 
-    assert client.get(reverse("publishing:dashboard_live"), **HTMX).status_code == STOP_POLLING
+    assert client.get(reverse("publishing:dashboard_live"), **HTMX).status_code == 200
+    assertContains(client.get("/"), 'hx-get="/live/briefs/"')

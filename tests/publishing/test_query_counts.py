@@ -29,13 +29,15 @@ FIRST_NUMBER = 2_000_000  # public ids far above what the sequence hands out
 # query for them (unread notifications, and the inbox for an approver).
 #
 # The dashboard: the nav's counts, the paginator's count, the page of briefs (their ids from the list
-# index, then those rows with author and latest revision number: one statement).
-DASHBOARD = 6
+# index, then those rows with author and latest revision number: one statement), the publish and
+# verify operations of the approved ones among them (one statement, for their badges).
+DASHBOARD = 7
 # The brief page: the brief; the AI summary (run, steps' operations, attempts, artifacts); the
 # revisions with their decisions; the brief's runs, operations, attempts, assignment, publication
-# and revisions once more for the rest of the page; the compare form's numbers; the nav's counts;
-# the review block (open assignment, the approvers to assign to, threads, their replies). None of
-# them is per revision, decision, comment or brief in the list.
+# and revisions once more for the rest of the page (the revision links and the compare form's
+# numbers come from the latest revision's number); the badge's publish and verify operations; the
+# nav's counts; the review block (open assignment, the approvers to assign to, threads, their
+# replies). None of them is per revision, decision, comment or brief in the list.
 BRIEF_PAGE = 23
 # The revision page (as tests/publishing/test_diff_views.py counts it): the brief, the revision, the
 # latest, the previous and published ones (one query), decisions, the restore note, the valid

@@ -19,6 +19,7 @@ from workers.actions.housekeeping import purge_finished_operations, reconcile_ex
 from workers.actions.operator import do_cancel_operation, do_resolve_conflict, do_retry_operation_now
 from workers.errors import FailureKind, LeaseLost, OperationFailed
 from workers.models import (
+    NEEDS_OPERATOR,
     OPERATION_TRANSITIONS,
     Attempt,
     AuditEvent,
@@ -203,6 +204,33 @@ def test_lease__expiry_is_on_the_database_clock():
         cursor.execute("SELECT lease_expires_at - statement_timestamp() FROM workers_operation WHERE key = 'k1'")
         (remaining,) = cursor.fetchone()
     assert datetime.timedelta(seconds=0) < remaining <= datetime.timedelta(seconds=60)
+
+
+@pytest.mark.django_db
+def test_claim__each_attempt_keeps_when_its_operation_became_claimable__due_time_or_lease_expiry():
+    """The queue time of /metrics: from the due time (or, for a takeover, the lease's expiry) to the claim."""
+    enqueue("k1")
+    make_due(key="k1")
+    due = Operation.objects.get(key="k1").next_attempt_at
+    claim("w1")
+    expire_leases()
+    expired = Operation.objects.get(key="k1").lease_expires_at
+    claim("w2")
+
+    first, second = Attempt.objects.filter(operation__key="k1").order_by("number")
+    assert (first.due_at, second.due_at) == (due, expired)
+    assert first.started_at >= first.due_at and second.started_at >= second.due_at
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", OperationStatus.values)
+@pytest.mark.parametrize("flag", [True, False])
+def test_needs_operator__the_loaded_rows_property_is_the_querysets_definition(status, flag):
+    """NEEDS_OPERATOR (the ops page's tile and list, the admin filter, /metrics) and the property the
+    templates read are one rule: the database evaluates the one, Python the other, for every state."""
+    assert Operation(status=status, needs_operator=flag).needs_an_operator == NEEDS_OPERATOR.check(
+        {"status": status, "needs_operator": flag}
+    )
 
 
 # --- invariant 7: durable dependencies ------------------------------------------------------------------

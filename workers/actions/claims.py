@@ -64,12 +64,14 @@ LEASE_EXPIRED_SQL = "o.status = 'running' AND o.lease_expires_at < statement_tim
 # fencing token, close the attempt a dead worker left open, and open this attempt. The attempt is
 # ambiguous when the previous one may have had its effect: it never recorded an outcome (its
 # worker died: an open attempt row, seen in the statement's snapshot, before `abandoned` closes it)
-# or it ended in a kind that may have reached the target. `more_due` says whether another operation
-# was claimable (one more row is locked to know it, free again when the statement ends), so that a
-# worker lets one more thread claim only when there is work for it.
+# or it ended in a kind that may have reached the target. The attempt keeps when the operation
+# became claimable (its due time, or its lease's expiry for a takeover), for the queue time of
+# /metrics. `more_due` says whether another operation was claimable (one more row is locked to
+# know it, free again when the statement ends), so that a worker lets one more thread claim only
+# when there is work for it.
 CLAIM_SQL = f"""
 WITH waiting AS (
-    SELECT o.id, o.next_attempt_at
+    SELECT o.id, o.next_attempt_at, o.next_attempt_at AS due_at
     FROM workers_operation o
     WHERE {WAITING_DUE_SQL}
     ORDER BY o.next_attempt_at, o.id
@@ -77,7 +79,7 @@ WITH waiting AS (
     FOR UPDATE OF o SKIP LOCKED
 ),
 expired AS (
-    SELECT o.id, o.next_attempt_at
+    SELECT o.id, o.next_attempt_at, o.lease_expires_at AS due_at
     FROM workers_operation o
     WHERE {LEASE_EXPIRED_SQL}
     ORDER BY o.lease_expires_at, o.id
@@ -114,13 +116,14 @@ abandoned AS (
 ),
 opened AS (
     INSERT INTO workers_attempt
-        (id, operation_id, number, worker_id, fencing_token, ambiguous, started_at,
+        (id, operation_id, number, worker_id, fencing_token, ambiguous, due_at, started_at,
          outcome, error_kind, error_message, usage)
     SELECT gen_random_uuid(), c.id, c.attempts, %(owner)s, c.fencing_token,
            c.last_error_kind = ANY(%(ambiguous_kinds)s::text[])
                OR EXISTS (SELECT 1 FROM workers_attempt a WHERE a.operation_id = c.id AND a.finished_at IS NULL),
-           statement_timestamp(), '', '', '', '{{}}'::jsonb
+           candidates.due_at, statement_timestamp(), '', '', '', '{{}}'::jsonb
     FROM claimed c
+    JOIN candidates ON candidates.id = c.id
     RETURNING id, operation_id, ambiguous
 )
 SELECT c.id, c.key, c.kind, c.payload_hash, c.subject_type, c.subject_id, c.arguments, c.attempts,
