@@ -17,13 +17,13 @@ from django.db import transaction
 
 from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import get_publication_problem
+from publishing.selectors import PROBLEM_OPEN, get_publication_problem
 from publishing.validation import clean_text
 from workers.actions.operator import do_cancel_operation, do_retry_operation_now
 from workers.audit import record_audit_event
 from workers.models import Operation, OperationStatus
 
-OPEN = (OperationStatus.DEAD, OperationStatus.CONFLICT)
+OPEN = PROBLEM_OPEN
 
 
 @dataclass(frozen=True)
