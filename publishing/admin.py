@@ -15,6 +15,7 @@ from publishing.actions.resolutions import (
     Outcome,
     check_adopt_target_revision,
     check_cancel_publication,
+    check_publish_as_next_revision,
     check_retry_publication,
 )
 from publishing.errors import GalleyError
@@ -149,6 +150,8 @@ class PublicationProblemAdmin(ReadOnlyAdmin):
                     outcome = check_adopt_target_revision(operation, acting_user=request.user)
                 elif action in ("retry", "look_up"):
                     outcome = check_retry_publication(operation, acting_user=request.user, look_up=action == "look_up")
+                elif action == "republish":
+                    outcome = check_publish_as_next_revision(operation, acting_user=request.user)
                 elif action == "cancel":
                     outcome = check_cancel_publication(
                         operation, reason=request.POST.get("reason", ""), acting_user=request.user

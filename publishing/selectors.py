@@ -503,6 +503,10 @@ class PublicationProblemView:
     # Galley's publication of the revision once the operation succeeded (what a look-up adopted, or
     # what the retry published): what the target holds now, where the conflict told what it held then.
     publication: Publication | None = None
+    # "Publish as the next revision" (a stale revision): the number the approved content would be
+    # written as, or None and why not.
+    republish_number: int | None = None
+    republish_refusal: str = ""
 
     @property
     def queued(self) -> bool:
@@ -557,6 +561,7 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
                 "permalink": publication.permalink,
             }
             held = HeldRevision(state, revision, approval)
+    republish_number, republish_refusal = _republishable(operation, revision, approval, conflict)
     queued_by = None
     if operation.status in PROBLEM_QUEUED:
         queued_by = (
@@ -579,7 +584,43 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
         open=operation.status in PROBLEM_OPEN,
         queued_by=queued_by,
         publication=publication,
+        republish_number=republish_number,
+        republish_refusal=republish_refusal,
     )
+
+
+def _republishable(
+    operation: Operation, revision: Revision, approval: Approval | None, conflict: Conflict | None
+) -> tuple[int | None, str]:
+    """Whether the approved content of a publish the target's fence refused (a stale revision) can be
+    written again as the brief's next revision, which the fence accepts once it is above the one the
+    target holds; the new revision needs its own approval (invariant 3). Otherwise, why not.
+
+    Galley numbers a brief's revisions 1, 2, 3… with no gap, so the next one is the latest + 1: it is
+    offered only when that is above the target's revision, and only while the refused revision is the
+    latest (a newer one is the editors' work, to approve instead)."""
+    if operation.status not in PROBLEM_OPEN or operation.kind != PUBLISH:
+        return None, ""
+    if conflict is None or conflict.kind != Conflict.Kind.STALE_REVISION:
+        return None, ""
+    held = (conflict.target_state or {}).get("revision")
+    if not isinstance(held, int) or isinstance(held, bool):
+        return None, "Galley has no record of the revision number the target holds."
+    if approval is None:
+        return None, f"Revision {revision.number} is not approved: there is no approved content to publish again."
+    latest = revision.brief.revisions.order_by("-number").values_list("number", flat=True).first() or 0
+    if latest > revision.number:
+        return None, (
+            f"Revision {latest} is newer than revision {revision.number}: approve and publish it instead "
+            f"(the target accepts only revisions above {held})."
+        )
+    if latest + 1 <= held:
+        return None, (
+            f"The target holds revision {held}, and Galley's next revision would be {latest + 1}, which its fence "
+            "refuses too (Galley numbers revisions without gaps). Have the target's record of this brief "
+            "fixed, then retry; or cancel with a reason."
+        )
+    return latest + 1, ""
 
 
 def _adoptable(operation: Operation, brief: Brief, held: HeldRevision | None) -> tuple[Revision | None, str]:
