@@ -609,16 +609,17 @@ def _republishable(
     if approval is None:
         return None, f"Revision {revision.number} is not approved: there is no approved content to publish again."
     latest = revision.brief.revisions.order_by("-number").values_list("number", flat=True).first() or 0
-    if latest > revision.number:
-        return None, (
-            f"Revision {latest} is newer than revision {revision.number}: approve and publish it instead "
-            f"(the target accepts only revisions above {held})."
-        )
     if latest + 1 <= held:
         return None, (
             f"The target holds revision {held}, and Galley's next revision would be {latest + 1}, which its fence "
             "refuses too (Galley numbers revisions without gaps). Have the target's record of this brief "
             "fixed, then retry; or cancel with a reason."
+        )
+    if latest > revision.number:
+        instead = f"approve and publish revision {latest}" if latest > held else "publish a newer revision"
+        return None, (
+            f"Revision {latest} is newer than revision {revision.number}, and the editors' newer work is not "
+            f"overwritten: {instead} instead (the target accepts only revisions above {held})."
         )
     return latest + 1, ""
 

@@ -275,8 +275,8 @@ def test_publish_as_next_revision__a_newer_revision_exists__refused_approve_that
 
     assert outcome == Outcome(
         False,
-        "Revision 2 is newer than revision 1: approve and publish it instead "
-        "(the target accepts only revisions above 1).",
+        "Revision 2 is newer than revision 1, and the editors' newer work is not overwritten: "
+        "approve and publish revision 2 instead (the target accepts only revisions above 1).",
     )
     assert Revision.objects.filter(brief=brief).count() == 2
 
