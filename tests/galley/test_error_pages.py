@@ -73,3 +73,16 @@ def test_error_page__disallowed_host__galley_400():
     assert STYLESHEET in text
     assert "Galley could not read this request" in text
     assert "<h1>Bad Request (400)</h1>" not in text
+
+
+def test_error_page__form_without_its_csrf_token__galley_403_says_what_to_do(editor):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(editor)
+
+    response = client.post("/briefs/new/", {"title": "Harbour strike"})
+
+    assert response.status_code == 403
+    text = response.content.decode()
+    assert STYLESHEET in text
+    assert "The form was not accepted" in text and "nothing was saved" in text
+    assert "CSRF verification failed" not in text  # Django's bare page
