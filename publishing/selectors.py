@@ -531,7 +531,7 @@ class PublicationProblemView:
             return self.conflict.get_kind_display()
         if self.operation.status == OperationStatus.DEAD:
             return "Dead letter: " + (self.operation.last_error_message or "no attempt succeeded")
-        return self.operation.get_status_display()
+        return self.status_label
 
 
 def get_publication_problem(operation: Operation) -> PublicationProblemView:
