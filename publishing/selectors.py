@@ -561,7 +561,10 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
                 "permalink": publication.permalink,
             }
             held = HeldRevision(state, revision, approval)
-    republish_number, republish_refusal = _republishable(operation, revision, approval, conflict)
+    # When the target holds an approved revision to adopt, adopting ends it: no second way is offered.
+    republish_number, republish_refusal = (
+        (None, "") if adoptable else _republishable(operation, revision, approval, conflict)
+    )
     queued_by = None
     if operation.status in PROBLEM_QUEUED:
         queued_by = (

@@ -306,3 +306,14 @@ def test_publish_as_next_revision__admin_offers_it_on_the_problem_page_and_does_
     assert Revision.objects.filter(brief=brief, number=2).exists()
     again = client.get(f"/admin/publishing/publicationproblem/{operation.id}/change/").content.decode()
     assert "Publish as the next revision" not in again
+
+
+def test_publish_as_next_revision__target_holds_an_approved_revision__adopting_is_the_one_way_offered(
+    target, brief, revise, approver
+):
+    first, second = stale_conflict(target, brief, revise, approver, approve_second=True)
+
+    problem = get_publication_problem(publish_op(first))
+
+    assert problem.adoptable == second
+    assert (problem.republish_number, problem.republish_refusal) == (None, "")
