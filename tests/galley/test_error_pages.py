@@ -40,6 +40,15 @@ def test_error_page__unknown_url_signed_out__offers_sign_in():
     assert 'href="/login/">Sign in</a>' in response.content.decode()
 
 
+def test_error_page__unknown_url_account_with_no_role__says_it_has_no_role(make_user):
+    response = client_for(make_user("nora")).get("/no/such/page/")
+
+    assert response.status_code == 404
+    text = response.content.decode()
+    assert "You have no role in Galley yet" in text
+    assert "Back to the briefs" not in text  # every page would refuse it
+
+
 def test_error_page__view_raises__galley_500_in_the_house_look(settings, editor):
     settings.ROOT_URLCONF = "tests.galley.error_urls"
     client = client_for(editor)
