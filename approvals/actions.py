@@ -230,9 +230,13 @@ def check_post_comment(
     revision = _revision_for(public_id, revision_number, acting_user=acting_user)
     thread = None
     if reply_to not in (None, ""):
-        thread = get_thread(revision, _comment_id(reply_to))
+        comment_id = _comment_id(reply_to)
+        thread = get_thread(revision, comment_id)
         if thread is None:
-            raise NotFound(f"There is no such comment on revision {revision.number}; reload the page.")
+            raise NotFound(
+                f"Your reply was not posted: comment {comment_id} is not on revision {revision.number} (it may "
+                "be on another revision, or the link was out of date). Your text is kept below."
+            )
     return do_post_comment(revision, body=body, thread=thread, acting_user=acting_user)
 
 

@@ -13,7 +13,7 @@ from publishing.roles import Role, can_view, has_role
 def review_counts(request: HttpRequest) -> dict[str, Any]:
     """The nav's counts (unread notifications; the inbox, for approvers): one query, made only
     when a page shows them."""
-    user = request.user
+    user = getattr(request, "user", None)  # none before the authentication middleware (the 400 page)
     if not isinstance(user, User) or not can_view(user):
         return {}
     return {"review_counts": SimpleLazyObject(lambda: get_nav_counts(user, with_inbox=has_role(user, Role.APPROVER)))}

@@ -15,13 +15,14 @@ from publishing.actions.resolutions import (
     Outcome,
     check_adopt_target_revision,
     check_cancel_publication,
+    check_publish_as_next_revision,
     check_retry_publication,
 )
 from publishing.errors import GalleyError
 from publishing.identities import PUBLISH, VERIFY
 from publishing.models import ApiToken, Brief, PublicationProblem, Revision
 from publishing.roles import Role, has_role
-from publishing.selectors import get_publication_problem
+from publishing.selectors import PROBLEM_QUEUED, get_publication_problem
 from workers.models import AuditEvent, OperationStatus
 
 REVISION_FIELDS = ("number", "payload_hash", "author", "created_at")
@@ -62,13 +63,16 @@ class ProblemState(admin.SimpleListFilter):
     parameter_name = "state"
 
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
-        return [("open", "Needs an operator"), ("ended", "Settled")]
+        return [("open", "Needs an operator"), ("queued", "Retry queued"), ("ended", "Settled")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[PublicationProblem]) -> QuerySet[PublicationProblem]:
         if self.value() == "open":
             return queryset.filter(status__in=OPEN)
+        if self.value() == "queued":
+            # An operator's retry or look-up whose outcome is not known yet: not settled before it ran.
+            return queryset.filter(status__in=PROBLEM_QUEUED)
         if self.value() == "ended":
-            return queryset.exclude(status__in=OPEN)
+            return queryset.exclude(status__in=(*OPEN, *PROBLEM_QUEUED))
         return queryset
 
 
@@ -146,6 +150,8 @@ class PublicationProblemAdmin(ReadOnlyAdmin):
                     outcome = check_adopt_target_revision(operation, acting_user=request.user)
                 elif action in ("retry", "look_up"):
                     outcome = check_retry_publication(operation, acting_user=request.user, look_up=action == "look_up")
+                elif action == "republish":
+                    outcome = check_publish_as_next_revision(operation, acting_user=request.user)
                 elif action == "cancel":
                     outcome = check_cancel_publication(
                         operation, reason=request.POST.get("reason", ""), acting_user=request.user

@@ -2,13 +2,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest
 
 from publishing.roles import Role, user_roles
 
 
 def roles(request: HttpRequest) -> dict[str, Any]:
-    held = user_roles(request.user)
+    # A request refused before the authentication middleware ran (a disallowed Host: the 400 page)
+    # has no user; it has no role either, rather than a second error in the error page.
+    held = user_roles(getattr(request, "user", AnonymousUser()))
     return {
         "is_editor": Role.EDITOR in held,
         "is_approver": Role.APPROVER in held,

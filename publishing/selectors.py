@@ -561,6 +561,16 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
     )
 
 
+# A publication problem's phases, by its operation's status: it waits for an operator; an operator's
+# retry or look-up is queued (or running) and its outcome is not known yet; or it is over.
+PROBLEM_OPEN = (OperationStatus.DEAD, OperationStatus.CONFLICT)
+PROBLEM_QUEUED = (OperationStatus.PENDING, OperationStatus.RETRY_WAIT, OperationStatus.RUNNING)
+OPERATOR_RETRIES = {
+    "operation.retry_now": "a retry after a fix",
+    "operation.reconcile_requested": "a look-up at the target (adopting what it holds under the key)",
+}
+
+
 @dataclass(frozen=True)
 class HeldRevision:
     """What the target holds, matched to Galley's revisions by payload hash."""
@@ -585,6 +595,32 @@ class PublicationProblemView:
     adoptable: Revision | None
     adopt_refusal: str
     open: bool
+    # The operator's retry or look-up that is queued (PROBLEM_QUEUED), None otherwise.
+    queued_by: AuditEvent | None = None
+    # Galley's publication of the revision once the operation succeeded (what a look-up adopted, or
+    # what the retry published): what the target holds now, where the conflict told what it held then.
+    publication: Publication | None = None
+    # "Publish as the next revision" (a stale revision): the number the approved content would be
+    # written as, or None and why not.
+    republish_number: int | None = None
+    republish_refusal: str = ""
+
+    @property
+    def queued(self) -> bool:
+        return self.operation.status in PROBLEM_QUEUED
+
+    @property
+    def status_label(self) -> str:
+        """The operation's status as an operator reads it: a retry they asked for is queued, not settled."""
+        if self.operation.status == OperationStatus.RUNNING:
+            return "Retrying now"
+        if self.queued:
+            return "Retry queued"
+        return self.operation.get_status_display()
+
+    @property
+    def queued_action(self) -> str:
+        return OPERATOR_RETRIES.get(self.queued_by.event_type, "a retry") if self.queued_by else "a retry"
 
     @property
     def problem(self) -> str:
@@ -592,7 +628,7 @@ class PublicationProblemView:
             return self.conflict.get_kind_display()
         if self.operation.status == OperationStatus.DEAD:
             return "Dead letter: " + (self.operation.last_error_message or "no attempt succeeded")
-        return self.operation.get_status_display()
+        return self.status_label
 
 
 def get_publication_problem(operation: Operation) -> PublicationProblemView:
@@ -603,29 +639,95 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
     conflict = operation.conflicts.filter(resolved_at__isnull=True).order_by("-id").first()
     if conflict is None:
         conflict = operation.conflicts.order_by("-id").first()
+    approval = get_valid_approval(revision)
     held = None
     if conflict is not None and conflict.target_state:
         state = conflict.target_state
         match = revision.brief.revisions.filter(payload_hash=state.get("payload_hash", "")).order_by("-number").first()
         held = HeldRevision(state, match, get_valid_approval(match) if match is not None else None)
     adoptable, refusal = _adoptable(operation, revision.brief, held)
+    publication = None
+    if operation.status == OperationStatus.SUCCEEDED:
+        publication = Publication.objects.filter(revision=revision).first()
+        if publication is not None:
+            state = {
+                "revision": revision.number,
+                "payload_hash": publication.payload_hash,
+                "id": publication.external_id,
+                "operation_key": publication.operation_key,
+                "permalink": publication.permalink,
+            }
+            held = HeldRevision(state, revision, approval)
+    # When the target holds an approved revision to adopt, adopting ends it: no second way is offered.
+    republish_number, republish_refusal = (
+        (None, "") if adoptable else _republishable(operation, revision, approval, conflict)
+    )
+    queued_by = None
+    if operation.status in PROBLEM_QUEUED:
+        queued_by = (
+            AuditEvent.objects.filter(
+                subject_type="operation", subject_id=operation.key, event_type__in=OPERATOR_RETRIES
+            )
+            .select_related("actor")
+            .order_by("-created_at", "-id")
+            .first()
+        )
     return PublicationProblemView(
         operation=operation,
         brief=revision.brief,
         revision=revision,
-        approval=get_valid_approval(revision),
+        approval=approval,
         conflict=conflict,
         held=held,
         adoptable=adoptable,
         adopt_refusal=refusal,
-        open=operation.status in (OperationStatus.DEAD, OperationStatus.CONFLICT),
+        open=operation.status in PROBLEM_OPEN,
+        queued_by=queued_by,
+        publication=publication,
+        republish_number=republish_number,
+        republish_refusal=republish_refusal,
     )
+
+
+def _republishable(
+    operation: Operation, revision: Revision, approval: Approval | None, conflict: Conflict | None
+) -> tuple[int | None, str]:
+    """Whether the approved content of a publish the target's fence refused (a stale revision) can be
+    written again as the brief's next revision, which the fence accepts once it is above the one the
+    target holds; the new revision needs its own approval (invariant 3). Otherwise, why not.
+
+    Galley numbers a brief's revisions 1, 2, 3… with no gap, so the next one is the latest + 1: it is
+    offered only when that is above the target's revision, and only while the refused revision is the
+    latest (a newer one is the editors' work, to approve instead)."""
+    if operation.status not in PROBLEM_OPEN or operation.kind != PUBLISH:
+        return None, ""
+    if conflict is None or conflict.kind != Conflict.Kind.STALE_REVISION:
+        return None, ""
+    held = (conflict.target_state or {}).get("revision")
+    if not isinstance(held, int) or isinstance(held, bool):
+        return None, "Galley has no record of the revision number the target holds."
+    if approval is None:
+        return None, f"Revision {revision.number} is not approved: there is no approved content to publish again."
+    latest = revision.brief.revisions.order_by("-number").values_list("number", flat=True).first() or 0
+    if latest + 1 <= held:
+        return None, (
+            f"The target holds revision {held}, and Galley's next revision would be {latest + 1}, which its fence "
+            "refuses too (Galley numbers revisions without gaps). Have the target's record of this brief "
+            "fixed, then retry; or cancel with a reason."
+        )
+    if latest > revision.number:
+        instead = f"approve and publish revision {latest}" if latest > held else "publish a newer revision"
+        return None, (
+            f"Revision {latest} is newer than revision {revision.number}, and the editors' newer work is not "
+            f"overwritten: {instead} instead (the target accepts only revisions above {held})."
+        )
+    return latest + 1, ""
 
 
 def _adoptable(operation: Operation, brief: Brief, held: HeldRevision | None) -> tuple[Revision | None, str]:
     """The approved revision the target holds, if adopting it publishes nothing unapproved and
     nothing older than what is published (invariants 3, 4); otherwise why not."""
-    if operation.status not in (OperationStatus.DEAD, OperationStatus.CONFLICT):
+    if operation.status not in PROBLEM_OPEN:
         return None, "The operation is not waiting for an operator."
     if held is None:
         if operation.status == OperationStatus.DEAD and operation.kind == PUBLISH:

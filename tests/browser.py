@@ -64,3 +64,12 @@ def screenshot(page: Page, name: str) -> None:
     if SCREENSHOTS:
         os.makedirs(SCREENSHOTS, exist_ok=True)
         page.screenshot(path=os.path.join(SCREENSHOTS, f"{name}.png"), full_page=True)
+
+
+def assert_fits_window(page: Page, name: str, *, viewport: dict[str, int]) -> None:
+    """At `viewport`, the page is no wider than the window (no sideways scroll); saved as `name`."""
+    page.set_viewport_size(viewport)
+    width = page.evaluate("window.innerWidth")
+    scroll_width = page.evaluate("document.documentElement.scrollWidth")
+    assert scroll_width <= width, f"{name}: the page is {scroll_width} px wide in a {width} px window"
+    screenshot(page, name)

@@ -29,14 +29,16 @@ def revision_threads(context: template.Context, revision: Revision) -> dict[str,
     threads = list(list_threads(revision))
     sent = context.get("comment_form")
     refused_in = sent.replies_to() if isinstance(sent, CommentForm) else None
-    if refused_in and refused_in not in {str(thread.pk) for thread in threads}:
-        refused_in = ""  # a reply to no thread of this revision: its text comes back in the new-comment form
+    # A reply to no thread of this revision comes back on its own, said to be unposted, never in the
+    # new-thread form: there a second click would start a thread the author did not mean to start.
+    orphan = refused_in is not None and refused_in != "" and refused_in not in {str(thread.pk) for thread in threads}
     return {
         "revision": revision,
         "threads": threads,
         "may_review": _may_review(context),
         "sent_form": sent,
         "refused_in": refused_in,
+        "orphan_reply": sent if orphan else None,
         "new_form": sent if refused_in == "" else CommentForm(),
         "csrf_token": context.get("csrf_token"),
     }

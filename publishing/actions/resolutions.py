@@ -15,15 +15,16 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from publishing.actions.revisions import do_create_revision
 from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import get_publication_problem
+from publishing.selectors import PROBLEM_OPEN, access_brief, get_publication_problem
 from publishing.validation import clean_text
 from workers.actions.operator import do_cancel_operation, do_retry_operation_now
 from workers.audit import record_audit_event
 from workers.models import Operation, OperationStatus
 
-OPEN = (OperationStatus.DEAD, OperationStatus.CONFLICT)
+OPEN = PROBLEM_OPEN
 
 # The longest reason or resolution an operator may give (a cancellation, a conflict settled).
 NOTE_MAX_CHARS = 1000
@@ -99,6 +100,51 @@ def check_retry_publication(operation: Operation, *, acting_user: AnyUser, look_
     if look_up:
         return Outcome(True, f"Looking {locked.key} up at the target now; what it holds there is adopted.")
     return Outcome(True, f"Running {locked.key} again now.")
+
+
+@transaction.atomic(savepoint=False)
+def check_publish_as_next_revision(operation: Operation, *, acting_user: AnyUser) -> Outcome:
+    """A stale revision: the target's fence refused revision N because it holds revision M ≥ N that
+    Galley cannot account for. Write N's approved content again as the brief's next revision (above
+    M), and cancel N's publish for it. The new revision is an ordinary one: it needs its own approval
+    (invariant 3) and is published through the fence like any other (invariant 4); nothing is sent
+    now. Locks the brief's row, then the operation's (README, "Lock order"); a repeat finds the
+    operation cancelled and writes nothing."""
+    user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
+    brief = access_brief(operation.subject_id, acting_user=user, lock=True)
+    locked = _lock(operation)
+    if locked.status not in OPEN:
+        return _not_open(locked)
+    problem = get_publication_problem(locked)
+    if problem.republish_number is None or problem.held is None:
+        return Outcome(False, problem.republish_refusal or "Only a stale revision's publish can be published again.")
+    approved, held = problem.revision, problem.held.state["revision"]
+    revision, _created = do_create_revision(
+        brief,
+        base_number=approved.number,
+        payload=dict(approved.payload),
+        acting_user=user,
+        restores=approved.number,
+        same_content=True,
+    )
+    reason = (
+        f"the target holds revision {held}; an operator wrote revision {approved.number}'s approved content "
+        f"as revision {revision.number}, published once it is approved"
+    )
+    do_cancel_operation(locked, reason=reason, acting_user=user)
+    record_audit_event(
+        acting_user=user,
+        event_type="publication.republished_as_next_revision",
+        subject_type="brief",
+        subject_id=locked.subject_id,
+        old_state={"operation": locked.key, "revision": approved.number, "target_revision": held},
+        new_state={"revision": revision.number, "payload_hash": revision.payload_hash},
+    )
+    return Outcome(
+        True,
+        f"Wrote revision {revision.number} with revision {approved.number}'s approved content; "
+        "it is published once an approver approves it.",
+    )
 
 
 @transaction.atomic(savepoint=False)

@@ -82,14 +82,22 @@ def check_create_revision(
 
 @transaction.atomic(savepoint=False)
 def do_create_revision(
-    brief: Brief, *, base_number: int, payload: dict[str, Any], acting_user: User, restores: int | None = None
+    brief: Brief,
+    *,
+    base_number: int,
+    payload: dict[str, Any],
+    acting_user: User,
+    restores: int | None = None,
+    same_content: bool = False,
 ) -> tuple[Revision, bool]:
     """Caller holds the brief's row lock, which serialises revision numbering per brief.
 
     Idempotent for a repeated submission: the same text on the same base returns the revision
-    it already created, and text equal to the latest revision writes nothing. `restores` names
-    the revision whose content this is, in the audit record (a revision's payload holds only
-    what is published, and its hash must stay that content's hash).
+    it already created, and text equal to the latest revision writes nothing — unless
+    `same_content`, where the caller means a new number for the same content (its own
+    idempotency is the caller's). `restores` names the revision whose content this is, in the
+    audit record (a revision's payload holds only what is published, and its hash must stay that
+    content's hash).
     """
     try:
         digest = payload_hash(payload)
@@ -97,7 +105,12 @@ def do_create_revision(
         raise InvalidInput(str(exc)) from None
     latest = get_latest_revision(brief)
     latest_number = latest.number if latest is not None else 0
-    if latest is not None and latest.payload_hash == digest and base_number in (latest_number, latest_number - 1):
+    if (
+        not same_content
+        and latest is not None
+        and latest.payload_hash == digest
+        and base_number in (latest_number, latest_number - 1)
+    ):
         return latest, False
     if base_number != latest_number:
         raise RevisionConflict(newer=latest, base_number=base_number)

@@ -22,6 +22,7 @@ from publishing.actions.resolutions import (
     Outcome,
     check_adopt_target_revision,
     check_cancel_publication,
+    check_publish_as_next_revision,
     check_retry_publication,
 )
 from publishing.api.common import (
@@ -264,15 +265,43 @@ def adopt_operation(
     request: HttpRequest, operation_id: RowId, idempotency_key: str = idempotency_key_header()
 ) -> HttpResponse:
     """Adopt the approved revision the target holds (publish and verify operations only)."""
+    return idempotent_post(
+        request,
+        idempotency_key,
+        _settle_publication(operation_id, check_adopt_target_revision, nothing="nothing to adopt"),
+    )
+
+
+@router.post(
+    "/operations/{operation_id}/republish",
+    response={200: OutcomeOut, **WRITE_PROBLEMS},
+    summary="Publish as the next revision",
+)
+def republish_operation(
+    request: HttpRequest, operation_id: RowId, idempotency_key: str = idempotency_key_header()
+) -> HttpResponse:
+    """A stale revision: write the refused revision's approved content again as the brief's next revision
+    (above the one the target holds), which needs its own approval, and cancel this publish for it."""
+    return idempotent_post(
+        request,
+        idempotency_key,
+        _settle_publication(operation_id, check_publish_as_next_revision, nothing="nothing to publish again"),
+    )
+
+
+def _settle_publication(
+    operation_id: int, action: Callable[..., Outcome], *, nothing: str
+) -> Callable[[User], tuple[int, OutcomeOut]]:
+    """The write of an action only a publication's operation has (adopt, publish as the next revision)."""
 
     def write(user: User) -> tuple[int, OutcomeOut]:
         user = require_role(user, Role.OPERATOR, to="settle operations")
         operation = _get_operation(operation_id)
         if not _is_publication(operation):
-            raise InvalidInput(f"{operation.key} is not a publication's operation: there is nothing to adopt.")
-        return _outcome(operation_id, check_adopt_target_revision(operation, acting_user=user))
+            raise InvalidInput(f"{operation.key} is not a publication's operation: there is {nothing}.")
+        return _outcome(operation_id, action(operation, acting_user=user))
 
-    return idempotent_post(request, idempotency_key, write)
+    return write
 
 
 @router.post(

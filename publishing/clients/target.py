@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+import threading
 import weakref
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -37,6 +39,8 @@ import httpx
 from django.conf import settings
 
 from publishing.clients import http
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_URL = "http://127.0.0.1:8001"
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -303,12 +307,18 @@ class TargetClient:
         """Whether the target answers the protocol and accepts our credentials (a look-up of a key
         that cannot exist must answer not_found), and whether it confirms a revision fence at
         GET /v1/status ({"fence": true}). Raises a TargetError that says what is wrong with the
-        first two; a fence it does not confirm is not an error but TargetCheck.fence_confirmed False:
-        §7.4 defines no status route, so a faithful target may have a fence and not say so."""
+        first two; a fence it does not confirm (it says false, has no status route, or its status
+        cannot be asked) is not an error but TargetCheck.fence_confirmed False: the status route is
+        optional in §7.4, so a faithful target may have a fence and not say so."""
         if self.lookup("galley-check:no-such-operation") is not None:
             raise TargetInvalidResponse("The target claims to hold a key Galley never sends; is this a §7.4 target?")
         found = f"§7.4 target at {self.base_url}: it answers the protocol and accepts GALLEY_TARGET_TOKEN"
-        response = self._send("GET", "/v1/status", headers=self._auth)
+        try:
+            response = self._send("GET", "/v1/status", headers=self._auth)
+        except TargetAmbiguous as problem:  # it answered the look-up: the status alone could not be asked
+            return TargetCheck(
+                found, fence_confirmed=False, fence_answer=f"GET /v1/status could not be asked: {problem}"
+            )
         if response.status_code in (401, 403):
             raise self._error(response)
         if response.status_code != 200:
@@ -498,8 +508,28 @@ def shared_from_settings() -> TargetClient:
 
 def check_configured_target() -> str:
     """What the configured target's check found, in one line (a worker's startup check); raises a
-    TargetError saying what is wrong."""
-    return shared_from_settings().check()
+    TargetError saying what is wrong. A fence the target does not confirm is not part of the line:
+    it is one WARNING per process (warn_unconfirmed_fence), however often the check runs."""
+    found = shared_from_settings().examine()
+    if not found.fence_confirmed:
+        warn_unconfirmed_fence(found)
+    return found.found
+
+
+_fence_warning = threading.Lock()
+_fence_warned = False
+
+
+def warn_unconfirmed_fence(found: TargetCheck) -> None:
+    """Log why an unconfirmed fence matters, the first time this process learns it: every worker
+    process checks its target when it starts, and a warning per start (or per check) is noise that
+    hides the one that matters."""
+    global _fence_warned
+    with _fence_warning:
+        if _fence_warned:
+            return
+        _fence_warned = True
+    logger.warning("%s", found.fence_warning)
 
 
 def examine_configured_target() -> TargetCheck:

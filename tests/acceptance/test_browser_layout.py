@@ -39,6 +39,7 @@ PAGES = {
     "inbox": "/inbox/",
     "notifications": "/notifications/",
     "ops": "/ops/",
+    "not-found": "/no/such/page/",
 }
 SHOWS_TITLE = {"dashboard", "brief-list-filtered", "brief", "revision", "revision-old", "compare", "edit", "inbox"}
 

@@ -19,7 +19,7 @@ from publishing.hashing import payload_hash
 from publishing.identities import PUBLISH, publish_key
 from publishing.models import Brief, Publication, Revision
 from publishing.roles import Role
-from tests.browser import PASSWORD, screenshot, sign_in
+from tests.browser import PASSWORD, assert_fits_window, sign_in
 from tests.publishing.handlers import test_publications as delivery
 from tests.publishing.handlers.test_publications import (
     OTHER_PAYLOAD,
@@ -39,6 +39,8 @@ from workers.models import AuditEvent, Conflict, Operation
 from workers.runner import run_operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+
+DESKTOP = {"width": 1280, "height": 800}
 
 # The reference target and quick retries, as the publishing tests set them up.
 _fast_retries = delivery._fast_retries
@@ -102,7 +104,7 @@ def test_key_conflict_is_loud__operator_sees_both_sides_and_cancels_with_a_reaso
     assert rows["Payload hash"] == (revision.payload_hash, payload_hash(OTHER_PAYLOAD))
     assert rows["In Galley"][1] == "matches no revision of this brief"
     expect(page.get_by_text("Adopt what the target holds: not possible.")).to_be_visible()
-    screenshot(page, "conflict-key")
+    assert_fits_window(page, "conflict-key", viewport=DESKTOP)
     page.get_by_label("Reason").fill("the target keeps an article from the old system under this key")
     page.get_by_role("button", name="Cancel with this reason").click()
     expect(page.locator(".messagelist")).to_contain_text(f"Cancelled {key}; the brief shows why.")
@@ -153,7 +155,7 @@ def test_no_regression__stale_revision_at_the_target__operator_adopts_the_approv
     assert rows["Revision"] == ("1", "2")
     assert rows["Payload hash"] == (first.payload_hash, second.payload_hash)
     assert rows["In Galley"] == ("revision 1, approved by ava", "revision 2, approved by ava")
-    screenshot(page, "conflict-stale")
+    assert_fits_window(page, "conflict-stale", viewport=DESKTOP)
     page.get_by_role("button", name="Adopt revision 2, which the target holds").click()
     expect(page.locator(".messagelist")).to_contain_text("Adopting revision 2")
     expect(page.locator("#problem-status")).to_have_text("Cancelled")
@@ -197,6 +199,11 @@ def test_done_means_observed__verification_mismatch__operator_retries_after_the_
     db.close()
     page.get_by_role("button", name="Retry now, after a fix at the target").click()
     expect(page.locator(".messagelist")).to_contain_text(f"Running {operation.key} again now.")
+    # Queued, not settled, until a worker has run it (issue 18, item 10).
+    expect(page.locator("#problem-status")).to_have_text("Retry queued")
+    expect(page.locator("#problem-queued")).to_contain_text("Queued: a retry after a fix, asked for by otto")
+    expect(page.get_by_text("Settled", exact=False)).to_have_count(0)
+    expect(page.locator("#problem-settled")).to_have_count(0)
 
     assert run_worker() == {"succeeded": 1}
     assert_published(brief, revision)
@@ -224,11 +231,32 @@ def test_nothing_lost__dead_letter_after_a_lost_answer__operator_looks_it_up_and
     page = open_problem(browser, live_server, operation)
     expect(page.get_by_role("heading", name="Dead letter: attempts exhausted", exact=False)).to_be_visible()
     assert side_by_side(page)["Revision"] == ("1", "unknown (not read when this stopped)")
+    assert_fits_window(page, "operator-problem-dead-letter-desktop", viewport=DESKTOP)
     page.get_by_role("button", name="Look up at the target and adopt what it holds under this key").click()
     expect(page.locator(".messagelist")).to_contain_text(f"Looking {operation.key} up at the target now")
+    # Queued, not settled, until a worker has run it (issue 18, item 10).
+    expect(page.locator("#problem-status")).to_have_text("Retry queued")
+    expect(page.locator("#problem-queued")).to_contain_text("the outcome is not known yet")
+    expect(page.get_by_text("Settled", exact=False)).to_have_count(0)
+    expect(page.locator("#problem-settled")).to_have_count(0)
+    assert_fits_window(page, "operator-problem-queued-desktop", viewport=DESKTOP)
+    assert problem_keys(page, live_server, state="queued") == [operation.key]
+    assert problem_keys(page, live_server, state="ended") == []
 
     assert run_worker() == {"succeeded": 2}
     assert_published(brief, revision)
+    # The page shows what the look-up adopted, not the "unknown" of the dead letter, and fits 1,280 px.
+    publication = Publication.objects.get(revision=revision)
+    page.goto(f"{live_server.url}/admin/publishing/publicationproblem/{operation.id}/change/")
+    expect(page.locator("#problem-status")).to_have_text("Succeeded")
+    expect(page.locator("#problem-adopted")).to_contain_text("The target holds Galley's publication of revision 1")
+    rows = side_by_side(page)
+    assert rows["Revision"] == ("1", "1")
+    assert rows["Payload hash"] == (revision.payload_hash, revision.payload_hash)
+    assert rows["In Galley"][1] == "revision 1, approved by ava"
+    assert rows["At the target"][1].startswith(f"id {publication.external_id}, key {operation.key}")
+    assert_fits_window(page, "operator-problem-adopted-desktop", viewport=DESKTOP)
+    assert problem_keys(page, live_server, state="ended") == [operation.key]
     assert applied(target) == [application_of(revision)]  # one application, adopted by lookup
     last = attempts_of(publish_op(revision))[-1]
     assert (last.ambiguous, last.outcome) == (True, "succeeded")
@@ -251,3 +279,9 @@ def test_nothing_lost__dead_letter_after_a_lost_answer__operator_looks_it_up_and
 
 def csrf_token(page: Page) -> str:
     return next(cookie["value"] for cookie in page.context.cookies() if cookie["name"] == "csrftoken")
+
+
+def problem_keys(page: Page, live_server, *, state: str) -> list[str]:
+    """The operation keys the admin's list of publication problems shows under a state filter."""
+    page.goto(f"{live_server.url}/admin/publishing/publicationproblem/?state={state}")
+    return [link.inner_text() for link in page.locator("#result_list tbody th a").all()]

@@ -16,7 +16,7 @@ from approvals.actions import COMMENT_MAX_CHARS, check_post_comment, check_resol
 from approvals.models import Comment
 from publishing.errors import NotFound
 from publishing.models import Revision
-from tests.web import TO_LOGIN, Outcome, assert_outcome, client_for, db_counts, refused
+from tests.web import TO_LOGIN, Outcome, assert_outcome, client_for, db_counts, page_forms, refused
 from workers.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -208,6 +208,27 @@ def test_reply__to_no_comment__refused_text_kept(reply_to, approver, revision):
     assert response.status_code in (400, 404)
     assertContains(response, "Still here.", status_code=response.status_code)
     assert not Comment.objects.exists()
+
+
+def test_reply__to_a_parent_that_does_not_exist__refused_kept_apart_never_a_new_thread(approver, revision):
+    thread = post(revision, "Which union?", by=approver)
+    missing = thread.pk + 1000
+
+    response = client_for(approver).post(comment_url(revision), {"body": "The dockers'.", "reply_to": str(missing)})
+
+    assert response.status_code == 404
+    forms = {form["_attrs"].get("id"): form for form in page_forms(response)}
+    refused = forms["refused-reply"]
+    assert refused["body"] == "The dockers'."  # kept, in a form of its own that says it was not posted
+    assert "reply_to" not in refused  # posting it again makes a new thread only when the author says so
+    assert forms["comment-form"]["body"] == ""  # the new-thread form is not pre-filled with the reply
+    assertContains(
+        response,
+        escape(f"Your reply was not posted: comment {missing} is not on revision 1"),
+        status_code=404,
+    )
+    assertContains(response, "Post it as a new thread instead", status_code=404)
+    assert list(Comment.objects.values_list("pk", flat=True)) == [thread.pk]
 
 
 def test_reply__to_a_comment_of_another_revision__not_found(approver, brief, revise, revision):

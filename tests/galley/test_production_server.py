@@ -162,6 +162,11 @@ def test_make_serve__static_files_headers_and_readiness(serve, postgres, tmp_pat
     assert unhashed.headers["Cache-Control"] == "max-age=60, public"  # may change with the next deploy
     admin_login = get(f"{base}/admin/login/", headers=HTTPS)
     assert f'href="/static/{hashed}"' in admin_login.text  # pages name the hashed copies
+    # An unknown address answers Galley's own page in the house look (templates/404.html), not Django's bare one.
+    missing = get(f"{base}/no/such/page/", headers=HTTPS)
+    assert missing.status_code == 404
+    assert "There is no page at <code>/no/such/page/</code>." in missing.text
+    assert f'href="/static/{manifest["paths"]["publishing/galley.css"]}"' in missing.text
 
     # Every security header on a page (behind the TLS-ending proxy), secure cookies.
     manage(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -18,8 +19,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from galley.reference_target import Faults
+from publishing.clients import target as target_client
 from tests.processes import BASE_DIR, free_port, process_env, stop, wait_for_http
 from tests.reference_target import TOKEN
+from workers.runner import run_startup_checks
 
 FOUND = "it answers the protocol and accepts GALLEY_TARGET_TOKEN"
 LATE_PACKET = "Galley cannot stop a late packet alone"
@@ -59,11 +62,15 @@ def test_check_target__fence_switched_off_on_a_running_target__status_says_so(ta
 
 
 @contextlib.contextmanager
-def target_without_a_status_route() -> Iterator[str]:
-    """A §7.4 target holding nothing and defining no GET /v1/status: every GET answers 404 not_found."""
+def target_without_a_status_route(*, status_drops: bool = False) -> Iterator[str]:
+    """A §7.4 target holding nothing and defining no GET /v1/status: every GET answers 404 not_found.
+    With `status_drops`, GET /v1/status closes the connection without an answer instead."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if status_drops and self.path == "/v1/status":
+                self.close_connection = True
+                return
             body = json.dumps({"error": "not_found"}).encode()
             self.send_response(404)
             self.send_header("Content-Type", "application/json")
@@ -95,6 +102,38 @@ def test_check_target__target_without_a_status_route__passes_with_a_warning(sett
 
     assert out.startswith("target ok: ")
     assert err.startswith("WARNING: the target does not confirm a revision fence (GET /v1/status answered 404).")
+
+
+def test_check_target__status_cannot_be_asked__passes_with_a_warning(settings):
+    settings.GALLEY_TARGET_KIND = "reference"
+    settings.GALLEY_TARGET_TOKEN = TOKEN
+    with target_without_a_status_route(status_drops=True) as url:
+        settings.GALLEY_TARGET_URL = url
+        out, err = check_target()
+
+    assert out.startswith("target ok: ")
+    assert err.startswith("WARNING: the target does not confirm a revision fence (GET /v1/status could not be asked: ")
+
+
+def test_fence_warning__worker_startup_checks_run_again__one_warning_per_process(start_target, caplog, monkeypatch):
+    unfenced = start_target(Faults(fence_off=True))
+    monkeypatch.setattr(target_client, "_fence_warned", False)  # as in a process that has not warned yet
+
+    outcomes = [run_startup_checks()["publishing target"] for _ in range(3)]
+
+    assert outcomes == [f"ok: §7.4 target at {unfenced.url}: {FOUND}"] * 3
+    warnings = [record for record in caplog.records if "does not confirm a revision fence" in record.getMessage()]
+    assert [(record.levelname, record.name) for record in warnings] == [("WARNING", "publishing.clients.target")]
+    assert LATE_PACKET in warnings[0].getMessage()
+
+
+def test_fence_warning__worker_startup_check_against_a_fenced_target__no_warning(target, caplog, monkeypatch):
+    monkeypatch.setattr(target_client, "_fence_warned", False)
+
+    outcome = run_startup_checks()["publishing target"]
+
+    assert outcome == f"ok: §7.4 target at {target.url}: {FOUND}; its revision fence is on"
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
 def test_reference_target_status__says_whether_its_fence_is_on(start_target):

@@ -10,14 +10,16 @@ from django.db import transaction
 from django.test import Client
 
 from publishing.actions.resolutions import (
+    Outcome,
     check_adopt_target_revision,
     check_cancel_publication,
+    check_publish_as_next_revision,
     check_retry_publication,
 )
 from publishing.errors import InvalidInput, PermissionRefused
 from publishing.hashing import payload_hash
 from publishing.identities import PUBLISH, publish_key
-from publishing.models import Publication
+from publishing.models import Publication, Revision
 from publishing.selectors import get_publication_problem
 from tests.publishing.handlers import test_publications as delivery
 from tests.publishing.handlers.test_publications import (
@@ -179,3 +181,139 @@ def test_audit__only_operators_settle_publication_problems(target, brief, revise
     unknown = client.post("/admin/publishing/publicationproblem/999999/resolve/", {"action": "retry"})
     assert unknown.status_code == 404
     assert publish_op(revision).status == "conflict"
+
+
+# --- "publish as the next revision" (a stale revision) ----------------------------------------------
+
+
+def target_holds_another_revision(target, brief, revise, approver, *, held: int):
+    """Revision 1 approved while the target already holds revision `held` of the brief, written by
+    another system under a key Galley never used: its fence refuses revision 1 (a stale revision)."""
+    first = revise(brief, "Dockers walked out at dawn.")
+    approve(first, by=approver)
+    seed_target(
+        target, key=f"elsewhere:{brief.public_id}", brief_id=brief.public_id, revision=held, payload=OTHER_PAYLOAD
+    )
+    assert run_worker() == {"conflict": 1}
+    operation = publish_op(first)
+    assert Conflict.objects.get(operation=operation).kind == "stale_revision"
+    return first, operation
+
+
+def republish(operation, user):
+    with transaction.atomic(durable=True):
+        return check_publish_as_next_revision(operation, acting_user=user)
+
+
+def test_revision_bound_approval__publish_as_next_revision__new_revision_needs_its_own_approval_then_publishes(
+    target, brief, revise, approver, operator
+):
+    first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
+    assert get_publication_problem(operation).republish_number == 2
+
+    outcome = republish(operation, operator)
+
+    assert outcome == Outcome(
+        True, "Wrote revision 2 with revision 1's approved content; it is published once an approver approves it."
+    )
+    second = Revision.objects.get(brief=brief, number=2)
+    assert (second.payload, second.payload_hash, second.author) == (first.payload, first.payload_hash, operator)
+    operation.refresh_from_db()
+    assert operation.status == "cancelled"
+    assert operation.last_error_message == (
+        "the target holds revision 1; an operator wrote revision 1's approved content as revision 2, "
+        "published once it is approved"
+    )
+    event = AuditEvent.objects.get(event_type="publication.republished_as_next_revision")
+    assert (event.actor, event.subject_id, event.new_state["revision"]) == (operator, brief.public_id, 2)
+    assert delivery.fresh(brief).status == "in_review"
+    # Invariant 3: revision 1's approval does not count for revision 2, though the content is the same.
+    assert run_worker() == {}
+    assert applied(target) == [(f"elsewhere:{brief.public_id}", 1, payload_hash(OTHER_PAYLOAD))]
+    assert_not_published(brief)
+
+    approve(second, by=approver)
+    assert run_worker() == {"succeeded": 2}
+    delivery.assert_published(brief, second)
+    assert applied(target)[-1] == delivery.application_of(second)
+
+
+def test_audit__publish_as_next_revision__repeated__writes_nothing_more(target, brief, revise, approver, operator):
+    _first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
+    assert republish(operation, operator).changed
+    events, revisions = AuditEvent.objects.count(), Revision.objects.count()
+
+    again = republish(operation, operator)
+
+    assert again == Outcome(False, f"Nothing to do: {operation.key} is cancelled now.")
+    assert (AuditEvent.objects.count(), Revision.objects.count()) == (events, revisions)
+
+
+def test_no_regression__publish_as_next_revision__not_above_the_target_revision__refused_nothing_written(
+    target, brief, revise, approver, operator
+):
+    _first, operation = target_holds_another_revision(target, brief, revise, approver, held=7)
+    events, revisions = AuditEvent.objects.count(), Revision.objects.count()
+
+    outcome = republish(operation, operator)
+
+    assert not outcome.changed
+    assert outcome.message.startswith(
+        "The target holds revision 7, and Galley's next revision would be 2, which its fence refuses too"
+    )
+    assert (AuditEvent.objects.count(), Revision.objects.count()) == (events, revisions)
+    assert publish_op(_first).status == "conflict"
+
+
+def test_publish_as_next_revision__a_newer_revision_exists__refused_approve_that_one(
+    target, brief, revise, approver, operator
+):
+    _first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
+    revise(brief, "Dockers walked out at dawn. The port is closed.")
+
+    outcome = republish(operation, operator)
+
+    assert outcome == Outcome(
+        False,
+        "Revision 2 is newer than revision 1, and the editors' newer work is not overwritten: "
+        "approve and publish revision 2 instead (the target accepts only revisions above 1).",
+    )
+    assert Revision.objects.filter(brief=brief).count() == 2
+
+
+def test_publish_as_next_revision__only_operators(target, brief, revise, approver, editor):
+    _first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
+
+    with pytest.raises(PermissionRefused):
+        republish(operation, editor)
+    assert Revision.objects.filter(brief=brief).count() == 1
+
+
+def test_publish_as_next_revision__admin_offers_it_on_the_problem_page_and_does_it(
+    target, brief, revise, approver, users
+):
+    _first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
+    client = Client()
+    client.force_login(users["operator"])
+    page = client.get(f"/admin/publishing/publicationproblem/{operation.id}/change/").content.decode()
+    assert "Publish as the next revision: write revision 1's approved content as revision 2" in page
+
+    response = client.post(
+        f"/admin/publishing/publicationproblem/{operation.id}/resolve/", {"action": "republish"}, follow=True
+    )
+
+    assert "Wrote revision 2 with revision 1&#x27;s approved content" in response.content.decode()
+    assert Revision.objects.filter(brief=brief, number=2).exists()
+    again = client.get(f"/admin/publishing/publicationproblem/{operation.id}/change/").content.decode()
+    assert "Publish as the next revision" not in again
+
+
+def test_publish_as_next_revision__target_holds_an_approved_revision__adopting_is_the_one_way_offered(
+    target, brief, revise, approver
+):
+    first, second = stale_conflict(target, brief, revise, approver, approve_second=True)
+
+    problem = get_publication_problem(publish_op(first))
+
+    assert problem.adoptable == second
+    assert (problem.republish_number, problem.republish_refusal) == (None, "")

@@ -13,6 +13,8 @@ from django.db import transaction
 
 from publishing.roles import Role, ensure_role_groups
 
+# (username, role, staff): the Django admin at /admin/ lets in staff accounts only, so the demo operator,
+# whose work is there, is staff; the others are not (README, "Two commands").
 DEMO_USERS = [
     ("editor", Role.EDITOR, False),
     ("approver", Role.APPROVER, False),
@@ -54,11 +56,15 @@ class Command(BaseCommand):
                 if not user.email:  # a demo user from before they had addresses; one set since is kept
                     user.email = email
                     user.save(update_fields=["email"])
+                if user.is_staff != is_staff:  # e.g. an operator made before it was staff: kept as the table says
+                    user.is_staff = is_staff
+                    user.save(update_fields=["is_staff"])
                 user.groups.add(Group.objects.get(name=role.value))
                 stored[username] = password
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stored, indent=2))
         path.chmod(0o600)
         self.stdout.write("Demo users (username / password / role):")
-        for username, role, _ in DEMO_USERS:
-            self.stdout.write(f"  {username:<9} {stored[username]:<22} {role.value}")
+        for username, role, is_staff in DEMO_USERS:
+            admin = " (staff: may open /admin/)" if is_staff else ""
+            self.stdout.write(f"  {username:<9} {stored[username]:<22} {role.value}{admin}")

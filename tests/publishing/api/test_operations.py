@@ -145,3 +145,26 @@ def test_operator_actions__not_an_operator__403_and_nothing_changes(as_role, rol
     response = as_role(role).post(f"/operations/{dead.id}/{action}")
     assert response.status_code == 403
     assert Operation.objects.get(id=dead.id).status == "dead"
+
+
+def test_revision_bound_approval__api_republish__stale_revision_written_again_as_the_next_revision(
+    operator_api, target, brief, revise, approver
+):
+    """The admin's "publish as the next revision" through the API: revision 2 carries revision 1's
+    approved content, needs its own approval, and a repeat changes nothing."""
+    from tests.publishing.test_resolutions import target_holds_another_revision
+
+    first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
+
+    body = json.loads(operator_api.post(f"/operations/{operation.id}/republish").content)
+    again = json.loads(operator_api.post(f"/operations/{operation.id}/republish").content)
+
+    assert (body["changed"], body["operation"]["status"]) == (True, "cancelled")
+    assert body["message"].startswith("Wrote revision 2 with revision 1's approved content")
+    assert brief.revisions.get(number=2).payload_hash == first.payload_hash
+    assert again["changed"] is False and again["message"].startswith("Nothing to do")
+    assert AuditEvent.objects.filter(event_type="publication.republished_as_next_revision").count() == 1
+    not_a_publication = dead_letter("test:dead")
+    refused = operator_api.post(f"/operations/{not_a_publication.id}/republish")
+    assert refused.status_code == 400
+    assert "nothing to publish again" in json.loads(refused.content)["detail"]

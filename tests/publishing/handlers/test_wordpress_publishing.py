@@ -14,6 +14,7 @@ address, so the verification's page fetch goes to WordPress directly, past the p
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from django.db import connections, transaction
 from playwright.sync_api import expect
 
 from publishing.actions.briefs import check_create_brief
+from publishing.clients import target as target_client
 from publishing.clients.target import TargetStaleRevision, WordPressClient
 from publishing.hashing import payload_hash
 from publishing.identities import PUBLISH, VERIFY, publish_key
@@ -50,7 +52,7 @@ from tests.wordpress import WordPress
 from workers.actions.claims import claim_operations
 from workers.actions.operator import do_retry_operation_now
 from workers.models import Conflict
-from workers.runner import drain, run_operation
+from workers.runner import drain, run_operation, run_startup_checks
 
 pytestmark = [pytest.mark.wordpress, pytest.mark.django_db(transaction=True)]
 
@@ -553,6 +555,17 @@ def test_retry_by_failure_kind__wordpress_unavailable_503__waits_then_publishes(
 
 
 # --- manage.py check_target against WordPress --------------------------------------------------------------
+
+
+def test_fence_warning__worker_startup_check_against_wordpress__confirmed_no_warning(direct, caplog, monkeypatch):
+    # The plugin answers GET /wp-json/galley/v1/status with "fence": true: a worker starting against it
+    # has nothing to warn about (issue 18, item 9).
+    monkeypatch.setattr(target_client, "_fence_warned", False)
+
+    outcome = run_startup_checks()["publishing target"]
+
+    assert outcome.startswith(f"ok: WordPress at {direct.url}: plugin galley-publishing 1, revision fence on")
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
 def test_check_target__wordpress__plugin_and_credentials(direct, settings):

@@ -1,0 +1,44 @@
+"""`manage.py seed_demo`: one demo user per role; the operator, whose work is in the Django admin, is staff
+(the admin lets in staff accounts only), the others are not, whatever an earlier run left."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from publishing.roles import Role, has_role
+
+pytestmark = pytest.mark.django_db
+
+
+def seed(tmp_path) -> str:
+    out = StringIO()
+    call_command("seed_demo", credentials_file=str(tmp_path / "demo.json"), stdout=out)
+    return out.getvalue()
+
+
+def test_seed_demo__operator_is_staff_for_the_admin__others_not(tmp_path, client):
+    out = seed(tmp_path)
+
+    operator = User.objects.get(username="operator")
+    assert has_role(operator, Role.OPERATOR) and operator.is_staff
+    assert not User.objects.get(username="editor").is_staff
+    assert not User.objects.get(username="approver").is_staff
+    assert "Operators (staff: may open /admin/)" in out
+    client.force_login(operator)
+    assert client.get("/admin/publishing/publicationproblem/").status_code == 200
+
+
+def test_seed_demo__operator_made_without_staff__made_staff_on_the_next_run(tmp_path, client):
+    seed(tmp_path)
+    User.objects.filter(username="operator").update(is_staff=False)
+    client.force_login(User.objects.get(username="operator"))
+    assert client.get("/admin/").status_code == 302  # to the admin's sign-in: not staff
+
+    seed(tmp_path)
+
+    assert User.objects.get(username="operator").is_staff
+    assert client.get("/admin/").status_code == 200
