@@ -343,6 +343,17 @@ def get_publication(operation_key: str) -> Publication:
     return publication
 
 
+def list_newer_publications(publication: Publication) -> list[Revision]:
+    """The revisions of the publication's brief newer than its own that Galley has published (each
+    has a publication: the target applied it), newest first. A verification that finds the target
+    showing one of them is over (superseded), not failed."""
+    return list(
+        Revision.objects.filter(
+            brief_id=publication.brief_id, number__gt=publication.revision.number, publication__isnull=False
+        ).order_by("-number")
+    )
+
+
 @dataclass(frozen=True)
 class PublishChecks:
     """What a publish checks before it sends revision N, read in one statement (one snapshot)."""

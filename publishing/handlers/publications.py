@@ -17,8 +17,8 @@ from publishing.actions.publications import do_record_publication, do_record_ver
 from publishing.clients import target
 from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH, publish_key
-from publishing.models import Revision
-from publishing.selectors import PublishChecks, get_publication, get_publish_checks
+from publishing.models import Publication, Revision
+from publishing.selectors import PublishChecks, get_publication, get_publish_checks, list_newer_publications
 from publishing.verification import shows_title
 from workers.actions.claims import renew_lease
 from workers.crashpoints import crash_point
@@ -133,19 +133,42 @@ def _published(claimed: ClaimedOperation, revision: Revision, receipt: target.Re
     )
 
 
+def _superseded_if_newer_shown(
+    claimed: ClaimedOperation,
+    publication: Publication,
+    *,
+    shown_hash: str = "",
+    shown_revision: int = 0,
+    page_text: str | None = None,
+) -> None:
+    """Raise Superseded when what the target shows for this publication is a newer revision of the same
+    brief that Galley published: a target that keeps one record or page per brief (WordPress: one post,
+    one permalink) shows that one now, and it is verified on its own. Shown means its payload hash, a
+    revision number at least its own, or (on the permalink page) its title."""
+    for newer in list_newer_publications(publication):
+        if (
+            newer.payload_hash == shown_hash
+            or shown_revision >= newer.number
+            or (page_text is not None and shows_title(page_text, newer.title))
+        ):
+            raise Superseded(
+                f"the target shows revision {newer.number} of {claimed.subject_id}, published since; "
+                "that revision is verified on its own"
+            )
+
+
 def handle_verify(claimed: ClaimedOperation) -> Success:
     """Done means observed (invariant 10): the target's read-back holds the approved payload hash,
     and the permalink answers with a page that shows the approved title. Only what §7.4 defines
-    is used: no extra markup on the page."""
+    is used: no extra markup on the page. What the target shows of a newer revision Galley published
+    ends the verification as superseded, never as a failure."""
     publication = get_publication(claimed.arguments["publish_key"])
     client = target.shared_from_settings()
     receipt = call_service(lambda: client.read_back(publication.external_id))
     if receipt.payload_hash != claimed.payload_hash:
-        # A target that keeps one record per brief (WordPress: one post) shows a newer revision
-        # once Galley published it: that one is verified on its own.
-        newer = get_publish_checks(claimed.subject_id, publication.revision.number).newer_published
-        if newer is not None and receipt.revision >= newer:
-            raise Superseded(f"revision {newer} of {claimed.subject_id} is published since and verified on its own")
+        _superseded_if_newer_shown(
+            claimed, publication, shown_hash=receipt.payload_hash, shown_revision=receipt.revision
+        )
         raise OperationFailed(
             FailureKind.VERIFICATION_MISMATCH,
             f"read-back of {publication.external_id} shows payload {receipt.payload_hash[:12]}…, "
@@ -156,6 +179,7 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
     page_text = call_service(lambda: client.fetch_permalink(receipt.permalink))
     title = str(publication.revision.payload["title"])
     if not shows_title(page_text, title):
+        _superseded_if_newer_shown(claimed, publication, page_text=page_text)
         raise OperationFailed(
             FailureKind.SERVER_ERROR,
             f"the permalink {receipt.permalink} does not show the approved title {title[:80]!r} yet",

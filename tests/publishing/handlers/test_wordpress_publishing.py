@@ -27,6 +27,7 @@ from django.core.management import CommandError, call_command
 from django.db import connections, transaction
 from playwright.sync_api import expect
 
+from approvals.models import Notification
 from publishing.actions.briefs import check_create_brief
 from publishing.clients.target import TargetStaleRevision, WordPressClient
 from publishing.hashing import payload_hash
@@ -570,3 +571,27 @@ def test_check_target__wordpress__plugin_and_credentials(direct, settings):
         "The publishing target is not ready: The target refused our credentials; "
         "check GALLEY_WORDPRESS_USER / GALLEY_WORDPRESS_APP_PASSWORD"
     )
+
+
+def test_done_means_observed__older_verify_reads_newer_title_at_shared_permalink__superseded_no_operator(
+    direct, brief, revise, approver
+):
+    """One post per brief: once revision 2 (another title) is published, revision 1's permalink shows
+    revision 2. Revision 1's verification is then over (superseded), not a dead letter for an operator."""
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(first, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}  # revision 1 is at WordPress, not verified yet
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.", title="Harbour closed")
+    approve(second, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    assert run_worker(kinds=(VERIFY,)) == {"succeeded": 1, "superseded": 1}
+
+    old = verify_op(first)
+    assert (old.status, old.needs_operator, old.attempts) == ("superseded", False, 1)
+    assert old.last_error_message == (
+        f"the target shows revision 2 of {brief.public_id}, published since; that revision is verified on its own"
+    )
+    assert verify_op(second).status == "succeeded"
+    assert_published(brief, second)
+    assert_post_shows(direct, second)
+    assert not Notification.objects.filter(event=Notification.Event.PUBLISH_FAILED).exists()
