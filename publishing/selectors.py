@@ -12,6 +12,7 @@ from django.db.models import (
     Avg,
     Count,
     DurationField,
+    Exists,
     ExpressionWrapper,
     F,
     Max,
@@ -28,11 +29,20 @@ from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
 from publishing.diffs import PayloadDiff, diff_payloads
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
-from publishing.identities import PUBLISH, publish_key, revision_subject_id, step_identity, step_key, verify_key
+from publishing.identities import (
+    DRIFT_CHECK,
+    PUBLICATION_KINDS,
+    PUBLISH,
+    publish_key,
+    revision_subject_id,
+    step_identity,
+    step_key,
+    verify_key,
+)
 from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun
 from publishing.roles import AnyUser, Role, can_view, has_role
 from publishing.summary_rules import STEPS, SummaryStep, suggested_headline, suggested_payload
-from workers.models import AuditEvent, Conflict, Operation, OperationStatus
+from workers.models import UNFINISHED_STATUSES, AuditEvent, Conflict, Operation, OperationStatus
 from workers.prepared import execute_prepared
 
 
@@ -355,6 +365,57 @@ def list_newer_publications(publication: Publication) -> list[Revision]:
 
 
 @dataclass(frozen=True)
+class DueDriftCheck:
+    """A published revision to check for drift, and what an operator accepted its target showing."""
+
+    public_id: str
+    number: int
+    payload_hash: str
+    accepted_hash: str  # "" when no drift of it was accepted
+
+
+def list_due_drift_checks(*, limit: int) -> list[DueDriftCheck]:
+    """At most `limit` briefs' published revisions to check for drift, those checked longest ago first
+    (never checked first). A brief with a publication operation under way or waiting for an operator is
+    left out: its own verification, republish or check speaks for it. Two queries whatever the limit."""
+    busy = Operation.objects.filter(
+        subject_type="brief",
+        subject_id=OuterRef("brief__public_id"),
+        kind__in=PUBLICATION_KINDS,
+        status__in=(*UNFINISHED_STATUSES, OperationStatus.DEAD, OperationStatus.CONFLICT),
+    )
+    last_checked = (
+        Operation.objects.filter(subject_type="brief", subject_id=OuterRef("brief__public_id"), kind=DRIFT_CHECK)
+        .order_by()
+        .values("subject_id")
+        .annotate(last=Max("created_at"))
+        .values("last")
+    )
+    due = list(
+        Publication.objects.filter(verified_at__isnull=False, brief__published_revision_number=F("revision__number"))
+        .exclude(Exists(busy))
+        .annotate(last_checked=Subquery(last_checked))
+        .order_by(F("last_checked").asc(nulls_first=True), "id")
+        .values_list("brief__public_id", "revision__number", "payload_hash")[:limit]
+    )
+    accepted: dict[tuple[str, int], str] = {}
+    drifts = (
+        Conflict.objects.filter(
+            kind=Conflict.Kind.DRIFT, operation__subject_type="brief", operation__subject_id__in={row[0] for row in due}
+        )
+        .exclude(accepted_payload_hash="")
+        .order_by("id")
+        .values_list("operation__subject_id", "operation__arguments", "accepted_payload_hash")
+    )
+    for public_id, arguments, digest in drifts:  # the latest acceptance of each revision wins
+        accepted[(public_id, int(arguments["revision"]))] = digest
+    return [
+        DueDriftCheck(public_id, number, digest, accepted.get((public_id, number), ""))
+        for public_id, number, digest in due
+    ]
+
+
+@dataclass(frozen=True)
 class PublishChecks:
     """What a publish checks before it sends revision N, read in one statement (one snapshot)."""
 
@@ -485,6 +546,79 @@ class HeldRevision:
 
 
 @dataclass(frozen=True)
+class DriftNotice:
+    """For editors, on the brief page: the site stopped showing the published revision (a drift), and
+    whether an operator has ended it and how (`outcome`, the ending operation's reason)."""
+
+    revision_number: int
+    found_at: datetime.datetime
+    open: bool
+    outcome: str
+
+
+def get_drift_notice(brief: Brief) -> DriftNotice | None:
+    """The latest drift of the brief's published revision, if it has had one (one query)."""
+    if brief.published_revision_number is None:
+        return None
+    conflict = (
+        Conflict.objects.filter(
+            kind=Conflict.Kind.DRIFT,
+            operation__subject_type="brief",
+            operation__subject_id=brief.public_id,
+            operation__arguments__revision=brief.published_revision_number,
+        )
+        .select_related("operation")
+        .order_by("-id")
+        .first()
+    )
+    if conflict is None:
+        return None
+    operation = conflict.operation
+    is_open = conflict.resolved_at is None and operation.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)
+    return DriftNotice(
+        revision_number=brief.published_revision_number,
+        found_at=conflict.created_at,
+        open=is_open,
+        outcome="" if is_open else (operation.last_error_message or conflict.resolution),
+    )
+
+
+@dataclass(frozen=True)
+class DriftShown:
+    """What the site shows instead of the approved revision, as the worker read it (the WordPress
+    plugin's live content: raw title, body and excerpt, status), with its word diff from the approved
+    revision and the revision of the brief with exactly this content, if any."""
+
+    title: str
+    body: str
+    excerpt: str
+    status: str
+    hash: str
+    modified_gmt: str
+    diff: PayloadDiff
+    revision: Revision | None
+
+
+def _drift_shown(conflict: Conflict | None, revision: Revision) -> DriftShown | None:
+    live = (conflict.target_state or {}).get("live") if conflict is not None else None
+    if conflict is None or conflict.kind != Conflict.Kind.DRIFT or not isinstance(live, dict):
+        return None
+    shown = {"title": str(live.get("title", "")), "body": str(live.get("body", ""))}
+    return DriftShown(
+        title=shown["title"],
+        body=shown["body"],
+        excerpt=str(live.get("excerpt", "")),
+        status=str(live.get("status", "")),
+        hash=str(live.get("hash", "")),
+        modified_gmt=str(live.get("modified_gmt", "")),
+        diff=diff_payloads(
+            revision.payload, shown, old_label=f"revision {revision.number} (approved)", new_label="the site now"
+        ),
+        revision=revision.brief.revisions.filter(payload_hash=str(live.get("hash", ""))).first(),
+    )
+
+
+@dataclass(frozen=True)
 class PublicationProblemView:
     """One publish or verify operation an operator settles: Galley's intent beside what the
     target held when the worker stopped (no network call from the admin), and which of the
@@ -499,6 +633,8 @@ class PublicationProblemView:
     adoptable: Revision | None
     adopt_refusal: str
     open: bool
+    # A drift: what the site shows instead of the approved revision (None for every other problem).
+    drift: DriftShown | None = None
 
     @property
     def problem(self) -> str:
@@ -523,6 +659,8 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
         match = revision.brief.revisions.filter(payload_hash=state.get("payload_hash", "")).order_by("-number").first()
         held = HeldRevision(state, match, get_valid_approval(match) if match is not None else None)
     adoptable, refusal = _adoptable(operation, revision.brief, held)
+    if conflict is not None and conflict.kind == Conflict.Kind.DRIFT:
+        adoptable, refusal = None, "The target's record is the approved revision; what its site shows is below."
     return PublicationProblemView(
         operation=operation,
         brief=revision.brief,
@@ -533,6 +671,7 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
         adoptable=adoptable,
         adopt_refusal=refusal,
         open=operation.status in (OperationStatus.DEAD, OperationStatus.CONFLICT),
+        drift=_drift_shown(conflict, revision),
     )
 
 
