@@ -23,7 +23,7 @@ from django.db.models import (
     Sum,
     Value,
 )
-from django.db.models.functions import TruncMinute, Upper
+from django.db.models.functions import Now, TruncMinute, Upper
 
 from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
@@ -226,10 +226,12 @@ def get_publication_state(revision: Revision) -> PublicationState:
     if stuck:
         reason = stuck[0].last_error_message or stuck[0].get_status_display()
         return PublicationState("failed", f"Publishing needs an operator: {reason}", publication, operations)
-    publish = by_kind.get("publish")
-    if publish is not None and publish.status in (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED):
-        label = publish.last_error_message or publish.get_status_display()
-        return PublicationState(str(publish.status), f"Not published: {label}", publication, operations)
+    # An ended verification (a newer revision shown, an operator's settlement) ends it as well as an
+    # ended publish: it is not still publishing.
+    for ended in (by_kind.get("publish"), by_kind.get("verify")):
+        if ended is not None and ended.status in (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED):
+            label = ended.last_error_message or ended.get_status_display()
+            return PublicationState(str(ended.status), f"Not published: {label}", publication, operations)
     if operations:
         return PublicationState("publishing", "Publishing…", publication, operations)
     return PublicationState("none", "Not published", None, [])
@@ -374,10 +376,11 @@ class DueDriftCheck:
     accepted_hash: str  # "" when no drift of it was accepted
 
 
-def list_due_drift_checks(*, limit: int) -> list[DueDriftCheck]:
+def list_due_drift_checks(*, limit: int, interval: datetime.timedelta) -> list[DueDriftCheck]:
     """At most `limit` briefs' published revisions to check for drift, those checked longest ago first
-    (never checked first). A brief with a publication operation under way or waiting for an operator is
-    left out: its own verification, republish or check speaks for it. Two queries whatever the limit."""
+    (never checked first), none checked within `interval` (database clock). A brief with a publication
+    operation under way or waiting for an operator is left out: its own verification, republish or check
+    speaks for it. Two queries whatever the limit."""
     busy = Operation.objects.filter(
         subject_type="brief",
         subject_id=OuterRef("brief__public_id"),
@@ -395,6 +398,7 @@ def list_due_drift_checks(*, limit: int) -> list[DueDriftCheck]:
         Publication.objects.filter(verified_at__isnull=False, brief__published_revision_number=F("revision__number"))
         .exclude(Exists(busy))
         .annotate(last_checked=Subquery(last_checked))
+        .filter(Q(last_checked__isnull=True) | Q(last_checked__lte=Now() - interval))
         .order_by(F("last_checked").asc(nulls_first=True), "id")
         .values_list("brief__public_id", "revision__number", "payload_hash")[:limit]
     )
@@ -557,15 +561,10 @@ class DriftNotice:
 
 
 def get_drift_notice(brief: Brief) -> DriftNotice | None:
-    """The latest drift of the brief's published revision, if it has had one (one query)."""
-    if brief.published_revision_number is None:
-        return None
+    """The brief's latest drift, unless a newer revision than the drifted one is published (one query)."""
     conflict = (
         Conflict.objects.filter(
-            kind=Conflict.Kind.DRIFT,
-            operation__subject_type="brief",
-            operation__subject_id=brief.public_id,
-            operation__arguments__revision=brief.published_revision_number,
+            kind=Conflict.Kind.DRIFT, operation__subject_type="brief", operation__subject_id=brief.public_id
         )
         .select_related("operation")
         .order_by("-id")
@@ -574,9 +573,12 @@ def get_drift_notice(brief: Brief) -> DriftNotice | None:
     if conflict is None:
         return None
     operation = conflict.operation
+    number = int(operation.arguments["revision"])
+    if brief.published_revision_number is not None and brief.published_revision_number > number:
+        return None
     is_open = conflict.resolved_at is None and operation.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)
     return DriftNotice(
-        revision_number=brief.published_revision_number,
+        revision_number=number,
         found_at=conflict.created_at,
         open=is_open,
         outcome="" if is_open else (operation.last_error_message or conflict.resolution),

@@ -3,6 +3,8 @@ not import a domain app). Each is a thin call of an action, safe to run twice or
 
 from __future__ import annotations
 
+import datetime
+
 from django.conf import settings
 from django.db import transaction
 
@@ -26,13 +28,17 @@ def purge_idempotency_keys() -> int:
 
 def check_drift() -> int:
     """One round of the drift check (workers.schedules, every 10 minutes): enqueue at most
-    GALLEY_DRIFT_CHECKS_PER_RUN checks of published revisions; returns how many. Only a target that
+    GALLEY_DRIFT_CHECKS_PER_RUN checks of published revisions, none checked within
+    GALLEY_DRIFT_CHECK_INTERVAL_MINUTES; returns how many. Only a target that
     reports what it shows now (WordPress's plugin) can be checked; the reference target cannot drift."""
     if settings.GALLEY_TARGET_KIND != "wordpress":
         return 0
     try:
         with transaction.atomic(durable=True):
-            return do_enqueue_drift_checks(limit=settings.GALLEY_DRIFT_CHECKS_PER_RUN)
+            return do_enqueue_drift_checks(
+                limit=settings.GALLEY_DRIFT_CHECKS_PER_RUN,
+                interval=datetime.timedelta(minutes=settings.GALLEY_DRIFT_CHECK_INTERVAL_MINUTES),
+            )
     except DATABASE_UNAVAILABLE as problem:
         drop_broken_connections(problem, "enqueuing drift checks")
         return 0

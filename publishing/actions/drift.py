@@ -4,6 +4,8 @@ No action calls the target: the check and the republish are operations a worker 
 
 from __future__ import annotations
 
+import datetime
+
 from django.db import connection, transaction
 
 from publishing.identities import (
@@ -25,9 +27,9 @@ DRIFT_ROUND_LOCK_KEY = 0x4452494654
 
 
 @transaction.atomic(savepoint=False)
-def do_enqueue_drift_checks(*, limit: int) -> int:
+def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
     """One round of the periodic check: a `drift_check` operation for each of at most `limit`
-    published revisions (publishing.selectors.list_due_drift_checks), keyed by the
+    published revisions not checked within `interval` (publishing.selectors.list_due_drift_checks), keyed by the
     round's database time. A publication whose check is still under way is left out, so rounds never
     pile checks up, whatever their number or overlap. Returns how many it enqueued."""
     if limit <= 0:
@@ -39,7 +41,7 @@ def do_enqueue_drift_checks(*, limit: int) -> int:
         cursor.execute("""SELECT to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS.US"Z"')""")
         (round_id,) = cursor.fetchone()
     enqueued = 0
-    for due in list_due_drift_checks(limit=limit):
+    for due in list_due_drift_checks(limit=limit, interval=interval):
         enqueued += enqueue_operation(
             key=drift_check_key(due.public_id, due.number, round_id),
             kind=DRIFT_CHECK,

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from publishing.actions.revisions import TITLE_MAX_CHARS, do_create_revision
-from publishing.identities import PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key
+from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors import access_brief, get_latest_revision, get_publication_problem
 from publishing.validation import clean_text
@@ -157,13 +157,22 @@ def _accept(conflict: Conflict, digest: str) -> None:
 @transaction.atomic(savepoint=False)
 def check_accept_drift(operation: Operation, *, reason: str, acting_user: AnyUser) -> Outcome:
     """Leave what the site shows as it is: the drift is recorded as accepted (later checks of the
-    revision take it as expected), the operation cancelled with the reason, audited."""
+    revision take it as expected), the operation cancelled with the reason, audited. Only for a drift
+    the periodic check found of a published revision."""
     user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
     reason = clean_text(reason, field="The reason (kept in the audit trail)", max_chars=1000, required=True)
     found = _lock_drift(operation)
     if isinstance(found, Outcome):
         return found
     locked, conflict = found
+    if locked.kind != DRIFT_CHECK:
+        # Found by the revision's own verification: it was never observed as approved, and accepting
+        # would not make it so (invariant 10).
+        return Outcome(
+            False,
+            "This revision was never verified: the site changed before its read-back. Republish it, "
+            "or adopt what the site shows as a new revision.",
+        )
     _accept(conflict, conflict.conflicting_payload_hash)
     do_cancel_operation(locked, reason=f"an operator accepted what the site shows: {reason}", acting_user=user)
     record_audit_event(
@@ -190,12 +199,9 @@ def check_republish_approved(operation: Operation, *, acting_user: AnyUser) -> O
     locked, conflict = found
     problem = get_publication_problem(locked)
     number = problem.revision.number
-    if problem.brief.published_revision_number != number:
-        return Outcome(
-            False,
-            f"Revision {number} is not the published revision (that is "
-            f"{problem.brief.published_revision_number or 'none'}): republish only the published one.",
-        )
+    published = problem.brief.published_revision_number
+    if published is not None and published > number:
+        return Outcome(False, f"Revision {published} is published since: revision {number} cannot come back.")
     if problem.approval is None:
         return Outcome(False, f"Revision {number} has no valid approval: it cannot be published again.")
     enqueued = enqueue_operation(

@@ -79,6 +79,12 @@ def _fast_retries(settings):
 
 
 @pytest.fixture(autouse=True)
+def _drift_checks_back_to_back(settings):
+    """A published revision may be checked for drift again at once; the test of the interval sets its own."""
+    settings.GALLEY_DRIFT_CHECK_INTERVAL_MINUTES = 0
+
+
+@pytest.fixture(autouse=True)
 def _forget_galley_briefs(wordpress: WordPress) -> None:
     forget_galley_briefs(wordpress)
 
@@ -708,6 +714,9 @@ def test_drift__periodic_check__post_edited_title_kept__conflict_beside_the_appr
     )
     assert Notification.objects.filter(event=Notification.Event.PUBLISH_FAILED, recipient=staff_operator).exists()
     settings.GALLEY_DRIFT_CHECKS_PER_RUN = 100
+    settings.GALLEY_DRIFT_CHECK_INTERVAL_MINUTES = 60
+    assert check_drift() == 0  # the other brief was checked within the hour
+    settings.GALLEY_DRIFT_CHECK_INTERVAL_MINUTES = 0
     assert check_drift() == 1  # the open drift is not checked again: only the other brief
     # The operator sees the drift beside the approved revision.
     client = Client()
@@ -816,3 +825,30 @@ def test_drift__adopt_as_new_revision__written_by_the_operator_approved_then_pub
     assert_published(brief, adopted)
     assert_post_shows(direct, adopted)
     assert Publication.objects.get(revision=first).verified_at is not None
+
+
+def test_drift__found_by_the_verification__accept_refused_republish_publishes_it(
+    direct, brief, revise, approver, staff_operator
+):
+    """Edited before its read-back: the revision was never observed as approved, so accepting is refused
+    (it would not make it so); republishing writes it again and its verification publishes it."""
+    revision = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(revision, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    edit_post_as_admin(direct, brief.public_id, content="Dockers walked out at noon.")
+    assert run_worker(kinds=(VERIFY,)) == {"conflict": 1}
+    verify = verify_op(revision)
+    client = Client()
+    client.force_login(staff_operator)
+    page = client.get(f"/admin/publishing/publicationproblem/{verify.id}/change/").content.decode()
+    assert "Accepting is not offered: revision 1 was never verified" in page
+
+    refused = resolve(staff_operator, verify, "accept_drift", reason="fine as it is")
+    assert refused.startswith("This revision was never verified")
+    assert verify_op(revision).status == "conflict"
+    assert resolve(staff_operator, verify, "republish").startswith("Republishing revision 1 over the drift")
+    assert run_worker(kinds=(REPUBLISH, VERIFY)) == {"succeeded": 2}
+
+    assert_published(brief, revision)
+    assert_post_shows(direct, revision)
+    assert verify_op(revision).status == "cancelled"
