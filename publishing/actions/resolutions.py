@@ -19,6 +19,8 @@ from django.conf import settings
 from django.db import transaction
 
 from publishing.actions.revisions import TITLE_MAX_CHARS, do_create_revision
+from publishing.errors import InvalidInput
+from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors import access_brief, get_latest_revision, get_publication_problem
@@ -247,6 +249,17 @@ def check_adopt_drift(operation: Operation, *, acting_user: AnyUser) -> Outcome:
             drift.body, field="The site's body", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=True
         ),
     }
+    number = int(locked.arguments["revision"])
+    try:
+        digest = payload_hash(payload)
+    except PayloadError as exc:
+        raise InvalidInput(f"What the site shows cannot be a revision: {exc}") from None
+    if digest == locked.payload_hash:
+        return Outcome(
+            False,
+            f"The site's title and body are revision {number}'s own; only its excerpt or status differ, which no "
+            f"revision holds. Republish revision {number} (it restores them), or accept what the site shows.",
+        )
     latest = get_latest_revision(brief)
     revision, _created = do_create_revision(
         brief, base_number=latest.number if latest is not None else 0, payload=payload, acting_user=user

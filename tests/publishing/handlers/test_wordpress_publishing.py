@@ -852,3 +852,18 @@ def test_drift__found_by_the_verification__accept_refused_republish_publishes_it
     assert_published(brief, revision)
     assert_post_shows(direct, revision)
     assert verify_op(revision).status == "cancelled"
+
+
+def test_drift__excerpt_only__adopt_refused_in_plain_words_nothing_written(
+    direct, brief, revise, approver, staff_operator
+):
+    _revision, check = find_drift(direct, brief, revise, approver, excerpt="A teaser nobody approved.")
+    conflict = Conflict.objects.get(operation=check)
+    assert conflict.target_state["live"]["excerpt"] == "A teaser nobody approved."
+
+    refused = resolve(staff_operator, check, "adopt_drift")
+
+    assert refused.startswith("The site's title and body are revision 1's own; only its excerpt or status differ")
+    assert Revision.objects.filter(brief=brief).count() == 1
+    assert (drift_checks(brief)[0].status, fresh(brief).status) == ("conflict", "published")
+    assert not AuditEvent.objects.filter(event_type="publication.drift_adopted").exists()
