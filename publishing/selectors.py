@@ -355,14 +355,21 @@ def get_publication(operation_key: str) -> Publication:
     return publication
 
 
-def list_newer_publications(publication: Publication) -> list[Revision]:
-    """The revisions of the publication's brief newer than its own that Galley has published (each
-    has a publication: the target applied it), newest first. A verification that finds the target
-    showing one of them is over (superseded), not failed."""
+def list_newer_sent_revisions(publication: Publication, *, public_id: str) -> list[Revision]:
+    """The revisions of the publication's brief newer than its own that Galley has published (each has
+    a publication: the target applied it) or sent (its publish has made an attempt, and may just not be
+    recorded yet), newest first. A verification that finds the target showing one of them is over
+    (superseded), not failed. Two queries; only on a verification's failure path."""
+    sent = [
+        int(number)
+        for number in Operation.objects.filter(
+            subject_type="brief", subject_id=public_id, kind=PUBLISH, attempts__gt=0
+        ).values_list("arguments__revision", flat=True)
+    ]
     return list(
-        Revision.objects.filter(
-            brief_id=publication.brief_id, number__gt=publication.revision.number, publication__isnull=False
-        ).order_by("-number")
+        Revision.objects.filter(brief_id=publication.brief_id, number__gt=publication.revision.number)
+        .filter(Q(publication__isnull=False) | Q(number__in=sent))
+        .order_by("-number")
     )
 
 

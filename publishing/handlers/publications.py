@@ -19,7 +19,7 @@ from publishing.clients import target
 from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH, publish_key
 from publishing.models import Publication, Revision
-from publishing.selectors import PublishChecks, get_publication, get_publish_checks, list_newer_publications
+from publishing.selectors import PublishChecks, get_publication, get_publish_checks, list_newer_sent_revisions
 from publishing.verification import shows_title
 from workers.actions.claims import renew_lease
 from workers.crashpoints import crash_point
@@ -159,10 +159,11 @@ def _superseded_if_newer_shown(
     page_text: str | None = None,
 ) -> None:
     """Raise Superseded when what the target shows for this publication is a newer revision of the same
-    brief that Galley published: a target that keeps one record or page per brief (WordPress: one post,
-    one permalink) shows that one now, and it is verified on its own. Shown means its payload hash, a
-    revision number at least its own, or (on the permalink page) its title."""
-    for newer in list_newer_publications(publication):
+    brief that Galley published or sent (its finalize may not have recorded it yet): a target that
+    keeps one record or page per brief (WordPress: one post, one permalink) shows that one now, and it
+    is verified on its own. Shown means its payload hash, a revision number at least its own, or (on
+    the permalink page) its title."""
+    for newer in list_newer_sent_revisions(publication, public_id=claimed.subject_id):
         if (
             newer.payload_hash == shown_hash
             or shown_revision >= newer.number

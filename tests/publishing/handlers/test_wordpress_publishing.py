@@ -867,3 +867,35 @@ def test_drift__excerpt_only__adopt_refused_in_plain_words_nothing_written(
     assert Revision.objects.filter(brief=brief).count() == 1
     assert (drift_checks(brief)[0].status, fresh(brief).status) == ("conflict", "published")
     assert not AuditEvent.objects.filter(event_type="publication.drift_adopted").exists()
+
+
+def test_done_means_observed__post_shows_newer_revision_sent_not_yet_recorded__superseded_not_drift(
+    direct, brief, revise, approver
+):
+    """Revision 2 reached WordPress but its worker has not recorded it yet (it is cut off after the
+    send): revision 1's read-back shows revision 2's content live. That is Galley's own newer revision,
+    not an edit at the target: revision 1's verification is over, no drift for an operator."""
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(first, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.", title="Harbour closed")
+    approve(second, by=approver)
+    (cut_off,) = claim_operations(worker_id="w-cut-off", limit=1, kinds=[PUBLISH])
+    with wordpress_client(direct) as client:  # what the cut-off worker sent
+        client.publish(
+            operation_key=cut_off.key,
+            brief_id=brief.public_id,
+            revision=2,
+            payload_hash=second.payload_hash,
+            payload=second.payload,
+        )
+    assert not Publication.objects.filter(revision=second).exists()
+
+    assert run_worker(kinds=(VERIFY,)) == {"superseded": 1}
+
+    assert (verify_op(first).status, verify_op(first).needs_operator) == ("superseded", False)
+    assert not Conflict.objects.exists()
+    expire_lease(publish_op(second))  # the cut-off worker never comes back: its publish is adopted
+    assert run_worker() == {"succeeded": 2}
+    assert_published(brief, second)
+    assert publication_rows(direct, brief.public_id) == [application_of(first), application_of(second)]
