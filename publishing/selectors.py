@@ -414,11 +414,11 @@ def list_due_drift_checks(*, limit: int, interval: datetime.timedelta) -> list[D
         Conflict.objects.filter(
             kind=Conflict.Kind.DRIFT, operation__subject_type="brief", operation__subject_id__in={row[0] for row in due}
         )
-        .exclude(accepted_payload_hash="")
         .order_by("id")
         .values_list("operation__subject_id", "operation__arguments", "accepted_payload_hash")
     )
-    for public_id, arguments, digest in drifts:  # the latest acceptance of each revision wins
+    # The latest drift of each revision says what is accepted: a republish after an acceptance ends it.
+    for public_id, arguments, digest in drifts:
         accepted[(public_id, int(arguments["revision"]))] = digest
     return [
         DueDriftCheck(public_id, number, digest, accepted.get((public_id, number), ""))

@@ -798,6 +798,12 @@ def test_drift__accept__recorded_with_reason_later_checks_quiet_until_it_changes
     assert check_drift() == 1
     assert run_worker(kinds=(DRIFT_CHECK,)) == {"conflict": 1}
     assert_published(brief, revision)
+    # Republished over the new drift, the accepted text is no longer accepted: put back, it is a drift.
+    assert resolve(staff_operator, drift_checks(brief)[-1], "republish").startswith("Republishing revision 1")
+    assert run_worker(kinds=(REPUBLISH, VERIFY)) == {"succeeded": 2}
+    edit_post_as_admin(direct, brief.public_id, content="Dockers walked out at noon.")
+    assert check_drift() == 1
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"conflict": 1}
 
 
 def test_drift__adopt_as_new_revision__written_by_the_operator_approved_then_published(
