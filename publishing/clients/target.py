@@ -472,7 +472,8 @@ class WordPressClient(TargetClient):
 
     credentials = "GALLEY_WORDPRESS_USER / GALLEY_WORDPRESS_APP_PASSWORD"
     PLUGIN = "galley-publishing"
-    PLUGIN_VERSION = "1"
+    # 2: lookups and read-backs report the post's live content (drift), and a republish is accepted.
+    PLUGIN_VERSION = "2"
 
     def __init__(
         self,

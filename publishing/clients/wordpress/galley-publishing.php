@@ -2,7 +2,7 @@
 /**
  * Plugin Name: Galley Publishing
  * Description: Galley's target protocol (PRODUCT.md §7.4) inside WordPress's REST API: each operation key is applied at most once, revisions are fenced, every write is one database transaction.
- * Version:     1
+ * Version:     2
  * Requires PHP: 7.4
  * License:     GPL-2.0-or-later (it runs inside WordPress)
  *
@@ -64,7 +64,8 @@
  *  GET  /galley/v1/briefs/{brief_id}         200 {"brief_id","post_id","revision","permalink"}, or 404
  *                                            (WordPress decodes a pretty REST path only partly: a brief id
  *                                            with "%" in it is looked up as ?rest_route=/galley/v1/briefs/<id>)
- *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"1","fence":true,"user":<login>}
+ *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"2","fence":true,"user":<login>}
+ *                                            (version 2: "live" on lookups and read-backs, "republish")
  * Errors on these routes are {"error": <kind>, "detail": <text>}.
  *
  * LIVE CONTENT (drift). The receipt's payload_hash is what Galley sent; "live" is what the brief's
@@ -105,7 +106,7 @@ if ( defined( 'GALLEY_PUBLISHING_VERSION' ) ) {
 	return; // Loaded twice (mu-plugins and plugins): the first copy serves.
 }
 
-define( 'GALLEY_PUBLISHING_VERSION', '1' );
+define( 'GALLEY_PUBLISHING_VERSION', '2' );
 
 /** A transient conflict (deadlock, duplicate-key race): the whole transaction may be tried again. */
 class Galley_Publishing_Retry extends RuntimeException {

@@ -507,11 +507,11 @@ def test_done_means_observed__permalink_serves_the_article(wordpress, api):
     assert body in text
 
 
-def test_status__reports_plugin_version_1(wordpress, api):
+def test_status__reports_plugin_version_2(wordpress, api):
     response = api.get("/wp-json/galley/v1/status")
 
     assert response.status_code == 200, response.text
-    assert response.json() == {"plugin": "galley-publishing", "version": "1", "fence": True, "user": wordpress.user}
+    assert response.json() == {"plugin": "galley-publishing", "version": "2", "fence": True, "user": wordpress.user}
 
 
 def test_drift__post_edited_in_wp_admin__live_hash_reports_the_edit_payload_hash_what_galley_sent(wordpress, api):

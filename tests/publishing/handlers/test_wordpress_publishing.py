@@ -568,7 +568,7 @@ def test_check_target__wordpress__plugin_and_credentials(direct, settings):
     out = StringIO()
     call_command("check_target", stdout=out)
     assert out.getvalue() == (
-        f"target ok: WordPress at {direct.url}: plugin galley-publishing 1, revision fence on, "
+        f"target ok: WordPress at {direct.url}: plugin galley-publishing 2, revision fence on, "
         f"signed in as {direct.user!r}\n"
     )
 
