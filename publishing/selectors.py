@@ -568,7 +568,10 @@ class DriftNotice:
 
 
 def get_drift_notice(brief: Brief) -> DriftNotice | None:
-    """The brief's latest drift, unless a newer revision than the drifted one is published (one query)."""
+    """The brief's latest drift, unless a newer revision than the drifted one is published (one query,
+    none for a brief that has nothing at the target to drift: neither published nor approved)."""
+    if brief.published_revision_number is None and brief.status != Brief.Status.APPROVED:
+        return None
     conflict = (
         Conflict.objects.filter(
             kind=Conflict.Kind.DRIFT, operation__subject_type="brief", operation__subject_id=brief.public_id
