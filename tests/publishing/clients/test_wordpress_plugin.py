@@ -565,3 +565,20 @@ def test_republish__current_revision_same_hash_own_key__restores_the_post_older_
         assert (refused.json()["error"], refused.json()["current_revision"]) == ("stale_revision", 1)
     assert galley_posts(wordpress, brief) == [str(receipt["post_id"])]
     assert publication_rows(wordpress, brief_id=brief) == 2
+
+
+def test_republish__post_trashed_in_wp_admin__restored_published_at_the_same_permalink(wordpress, api):
+    brief = new_brief()
+    sent = publication(brief, 1, f"Harbour strike {brief}", "Dockers walked out at dawn.")
+    receipt = publish(api, sent).json()
+    trashed = httpx.delete(wordpress.rest(f"wp/v2/posts/{receipt['post_id']}"), auth=wordpress.auth, timeout=60)
+    assert trashed.status_code == 200, trashed.text
+    assert without_modified(api.get(f"{PUBLICATIONS}/{receipt['id']}").json())["live"]["status"] == "trash"
+
+    restored = publish(api, {**sent, "operation_key": f"republish:{brief}:revision-1:conflict-1", "republish": True})
+
+    assert restored.status_code == 201, restored.text
+    read = without_modified(api.get(f"{PUBLICATIONS}/{receipt['id']}").json())
+    assert read["live"] == live(sent["payload"]["title"], sent["payload"]["body"], 1)
+    assert (read["permalink"], restored.json()["permalink"]) == (receipt["permalink"], receipt["permalink"])
+    assert httpx.get(receipt["permalink"], timeout=30).status_code == 200
