@@ -672,7 +672,10 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
         held = HeldRevision(state, match, get_valid_approval(match) if match is not None else None)
     adoptable, refusal = _adoptable(operation, revision.brief, held)
     if conflict is not None and conflict.kind == Conflict.Kind.DRIFT:
-        adoptable, refusal = None, "The target's record is the approved revision; what its site shows, and how to end that, is above."
+        adoptable, refusal = (
+            None,
+            "The target's record is the approved revision; what its site shows, and how to end that, is above.",
+        )
     return PublicationProblemView(
         operation=operation,
         brief=revision.brief,
