@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals.models import Approval, Assignment, Comment, Notification
-from publishing.identities import PUBLISH, VERIFY
+from publishing.identities import PUBLICATION_KINDS
 from publishing.models import Brief, Revision
 from publishing.roles import Role
 from workers.actions.enqueue import enqueue_operation
@@ -181,7 +181,7 @@ def do_notify_publish_problem(needed: OperatorNeeded) -> None:
     """Registered with the workers (approvals.apps): a publish or verify that comes to need an operator
     (a dead letter or a conflict) tells the operators and the brief's author, in the transaction
     that records it."""
-    if needed.kind not in (PUBLISH, VERIFY) or needed.subject_type != "brief":
+    if needed.kind not in PUBLICATION_KINDS or needed.subject_type != "brief":
         return
     brief = Brief.objects.select_related("author").filter(public_id=needed.subject_id).first()
     if brief is None:

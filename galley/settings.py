@@ -217,6 +217,13 @@ GALLEY_DRAIN_IDLE_WAIT_SECONDS = env.env_float("GALLEY_DRAIN_IDLE_WAIT_SECONDS",
 GALLEY_SWEEP_SECONDS = env.env_float("GALLEY_SWEEP_SECONDS", 3.0)
 GALLEY_SWEEP_DURATION_SECONDS = env.env_float("GALLEY_SWEEP_DURATION_SECONDS", 55.0)
 GALLEY_RETENTION_DAYS = env.env_int("GALLEY_RETENTION_DAYS", 30)
+# Drift at the target: every 10 minutes the schedule `galley-drift-check` re-reads at most this many
+# published revisions (those checked longest ago first), so the target sees a bounded rate; 0 turns it
+# off. None is checked again sooner than GALLEY_DRIFT_CHECK_INTERVAL_MINUTES after its last check.
+GALLEY_DRIFT_CHECKS_PER_RUN = env.env_int("GALLEY_DRIFT_CHECKS_PER_RUN", 100)
+env.require(GALLEY_DRIFT_CHECKS_PER_RUN >= 0, "GALLEY_DRIFT_CHECKS_PER_RUN must be 0 (off) or more")
+GALLEY_DRIFT_CHECK_INTERVAL_MINUTES = env.env_int("GALLEY_DRIFT_CHECK_INTERVAL_MINUTES", 60)
+env.require(GALLEY_DRIFT_CHECK_INTERVAL_MINUTES >= 0, "GALLEY_DRIFT_CHECK_INTERVAL_MINUTES must be 0 or more")
 
 # Where publications go: "reference" (the §7.4 protocol: the bundled reference target or any
 # faithful one) or "wordpress" (WordPress with the companion plugin, PRODUCT.md §7.7).

@@ -13,13 +13,16 @@ from publishing.actions.api_tokens import check_revoke_api_token
 from publishing.actions.resolutions import (
     OPEN,
     Outcome,
+    check_accept_drift,
+    check_adopt_drift,
     check_adopt_target_revision,
     check_cancel_publication,
     check_publish_as_next_revision,
+    check_republish_approved,
     check_retry_publication,
 )
 from publishing.errors import GalleyError
-from publishing.identities import PUBLISH, VERIFY
+from publishing.identities import PUBLICATION_KINDS
 from publishing.models import ApiToken, Brief, PublicationProblem, Revision
 from publishing.roles import Role, has_role
 from publishing.selectors import PROBLEM_QUEUED, get_publication_problem
@@ -99,7 +102,7 @@ class PublicationProblemAdmin(ReadOnlyAdmin):
         return (
             super()
             .get_queryset(request)
-            .filter(ever_stuck, kind__in=(PUBLISH, VERIFY))
+            .filter(ever_stuck, kind__in=PUBLICATION_KINDS)
             .distinct()
             .prefetch_related("conflicts")
         )
@@ -150,8 +153,16 @@ class PublicationProblemAdmin(ReadOnlyAdmin):
                     outcome = check_adopt_target_revision(operation, acting_user=request.user)
                 elif action in ("retry", "look_up"):
                     outcome = check_retry_publication(operation, acting_user=request.user, look_up=action == "look_up")
-                elif action == "republish":
+                elif action == "publish_as_next_revision":
                     outcome = check_publish_as_next_revision(operation, acting_user=request.user)
+                elif action == "adopt_drift":
+                    outcome = check_adopt_drift(operation, acting_user=request.user)
+                elif action == "republish":
+                    outcome = check_republish_approved(operation, acting_user=request.user)
+                elif action == "accept_drift":
+                    outcome = check_accept_drift(
+                        operation, reason=request.POST.get("reason", ""), acting_user=request.user
+                    )
                 elif action == "cancel":
                     outcome = check_cancel_publication(
                         operation, reason=request.POST.get("reason", ""), acting_user=request.user

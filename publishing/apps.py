@@ -13,13 +13,15 @@ class PublishingConfig(AppConfig):
         from approvals.notifications import NOTIFICATION_EMAIL
         from publishing.clients.target import check_configured_target
         from publishing.handlers.notifications import handle_notification_email
-        from publishing.handlers.publications import handle_publish, handle_verify
+        from publishing.handlers.publications import handle_drift_check, handle_publish, handle_republish, handle_verify
         from publishing.handlers.summaries import handle_summary_step
-        from publishing.identities import PUBLISH, SUMMARY_STEP, VERIFY
+        from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, SUMMARY_STEP, VERIFY
         from workers.registry import register, register_startup_check
 
         register(PUBLISH, handle_publish)
         register(VERIFY, handle_verify)
+        register(DRIFT_CHECK, handle_drift_check)
+        register(REPUBLISH, handle_republish)
         register(SUMMARY_STEP, handle_summary_step)
         register(NOTIFICATION_EMAIL, handle_notification_email)
         register_startup_check("publishing target", check_configured_target)

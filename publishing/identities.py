@@ -8,6 +8,12 @@ from __future__ import annotations
 PUBLISH = "publish"
 VERIFY = "verify"
 SUMMARY_STEP = "summary_step"
+# A published revision's periodic check that the target still shows it, and the operator's
+# republish of it over a drift (README, "Drift at the target").
+DRIFT_CHECK = "drift_check"
+REPUBLISH = "republish"
+# Every kind of a brief's publication: what an operator settles among the publication problems.
+PUBLICATION_KINDS = (PUBLISH, VERIFY, REPUBLISH, DRIFT_CHECK)
 
 
 def brief_public_id(number: int) -> str:
@@ -27,6 +33,22 @@ def publish_key(public_id: str, number: int) -> str:
 
 def verify_key(public_id: str, number: int) -> str:
     return f"verify:{public_id}:revision-{number}"
+
+
+def drift_check_key(public_id: str, number: int, round_id: str) -> str:
+    """One periodic check of published revision `number`; `round_id` is its round's database time."""
+    return f"drift-check:{public_id}:revision-{number}:{round_id}"
+
+
+def republish_key(public_id: str, number: int, conflict_id: int) -> str:
+    """Writes revision `number` over a drift again: a key of its own, one per drift it repairs (the
+    approved revision's publish key already holds its receipt at the target, which a replay only
+    answers again); stable across the republish's retries."""
+    return f"republish:{public_id}:revision-{number}:conflict-{conflict_id}"
+
+
+def republish_verify_key(public_id: str, number: int, conflict_id: int) -> str:
+    return f"verify:{republish_key(public_id, number, conflict_id)}"
 
 
 def step_key(public_id: str, run_number: int, step: str) -> str:

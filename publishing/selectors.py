@@ -13,6 +13,7 @@ from django.db.models import (
     Avg,
     Count,
     DurationField,
+    Exists,
     ExpressionWrapper,
     F,
     Max,
@@ -23,15 +24,18 @@ from django.db.models import (
     Sum,
     Value,
 )
-from django.db.models.functions import TruncMinute, Upper
+from django.db.models.functions import Now, TruncMinute, Upper
 
 from approvals.models import Approval
 from approvals.selectors import get_valid_approval, list_decisions
 from publishing.diffs import PayloadDiff, diff_payloads
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
 from publishing.identities import (
+    DRIFT_CHECK,
+    PUBLICATION_KINDS,
     PUBLISH,
     SUMMARY_STEP,
+    VERIFY,
     publish_key,
     revision_subject_id,
     step_identity,
@@ -41,7 +45,7 @@ from publishing.identities import (
 from publishing.models import Brief, Publication, Revision, StepArtifact, SummaryRun
 from publishing.roles import AnyUser, Role, can_view, has_role
 from publishing.summary_rules import STEPS, SummaryStep, suggested_headline, suggested_payload
-from workers.models import Attempt, AuditEvent, Conflict, Operation, OperationStatus
+from workers.models import UNFINISHED_STATUSES, Attempt, AuditEvent, Conflict, Operation, OperationStatus
 from workers.prepared import execute_prepared
 
 
@@ -221,9 +225,12 @@ def _publication_ended(operations: Sequence[Operation]) -> tuple[str, str] | Non
     if stuck:
         reason = stuck[0].last_error_message or stuck[0].get_status_display()
         return "failed", f"Publishing needs an operator: {reason}"
-    publish = next((op for op in operations if op.kind == PUBLISH), None)
-    if publish is not None and publish.status in (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED):
-        return str(publish.status), f"Not published: {publish.last_error_message or publish.get_status_display()}"
+    # An ended verification (a newer revision shown, an operator's settlement) ends it as well as an
+    # ended publish: it is not still publishing.
+    for kind in (PUBLISH, VERIFY):
+        ended = next((op for op in operations if op.kind == kind), None)
+        if ended is not None and ended.status in (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED):
+            return str(ended.status), f"Not published: {ended.last_error_message or ended.get_status_display()}"
     return None
 
 
@@ -440,6 +447,77 @@ def get_publication(operation_key: str) -> Publication:
     return publication
 
 
+def list_newer_sent_revisions(publication: Publication, *, public_id: str) -> list[Revision]:
+    """The revisions of the publication's brief newer than its own that Galley has published (each has
+    a publication: the target applied it) or sent (its publish has made an attempt, and may just not be
+    recorded yet), newest first. A verification that finds the target showing one of them is over
+    (superseded), not failed. Two queries; only on a verification's failure path."""
+    sent = [
+        int(number)
+        for number in Operation.objects.filter(
+            subject_type="brief", subject_id=public_id, kind=PUBLISH, attempts__gt=0
+        ).values_list("arguments__revision", flat=True)
+    ]
+    return list(
+        Revision.objects.filter(brief_id=publication.brief_id, number__gt=publication.revision.number)
+        .filter(Q(publication__isnull=False) | Q(number__in=sent))
+        .order_by("-number")
+    )
+
+
+@dataclass(frozen=True)
+class DueDriftCheck:
+    """A published revision to check for drift, and what an operator accepted its target showing."""
+
+    public_id: str
+    number: int
+    payload_hash: str
+    accepted_hash: str  # "" when no drift of it was accepted
+
+
+def list_due_drift_checks(*, limit: int, interval: datetime.timedelta) -> list[DueDriftCheck]:
+    """At most `limit` briefs' published revisions to check for drift, those checked longest ago first
+    (never checked first), none checked within `interval` (database clock). A brief with a publication
+    operation under way or waiting for an operator is left out: its own verification, republish or check
+    speaks for it. Two queries whatever the limit."""
+    busy = Operation.objects.filter(
+        subject_type="brief",
+        subject_id=OuterRef("brief__public_id"),
+        kind__in=PUBLICATION_KINDS,
+        status__in=(*UNFINISHED_STATUSES, OperationStatus.DEAD, OperationStatus.CONFLICT),
+    )
+    last_checked = (
+        Operation.objects.filter(subject_type="brief", subject_id=OuterRef("brief__public_id"), kind=DRIFT_CHECK)
+        .order_by()
+        .values("subject_id")
+        .annotate(last=Max("created_at"))
+        .values("last")
+    )
+    due = list(
+        Publication.objects.filter(verified_at__isnull=False, brief__published_revision_number=F("revision__number"))
+        .exclude(Exists(busy))
+        .annotate(last_checked=Subquery(last_checked))
+        .filter(Q(last_checked__isnull=True) | Q(last_checked__lte=Now() - interval))
+        .order_by(F("last_checked").asc(nulls_first=True), "id")
+        .values_list("brief__public_id", "revision__number", "payload_hash")[:limit]
+    )
+    accepted: dict[tuple[str, int], str] = {}
+    drifts = (
+        Conflict.objects.filter(
+            kind=Conflict.Kind.DRIFT, operation__subject_type="brief", operation__subject_id__in={row[0] for row in due}
+        )
+        .order_by("id")
+        .values_list("operation__subject_id", "operation__arguments", "accepted_payload_hash")
+    )
+    # The latest drift of each revision says what is accepted: a republish after an acceptance ends it.
+    for public_id, arguments, digest in drifts:
+        accepted[(public_id, int(arguments["revision"]))] = digest
+    return [
+        DueDriftCheck(public_id, number, digest, accepted.get((public_id, number), ""))
+        for public_id, number, digest in due
+    ]
+
+
 @dataclass(frozen=True)
 class PublishChecks:
     """What a publish checks before it sends revision N, read in one statement (one snapshot)."""
@@ -581,6 +659,80 @@ class HeldRevision:
 
 
 @dataclass(frozen=True)
+class DriftNotice:
+    """For editors, on the brief page: the site stopped showing the published revision (a drift), and
+    whether an operator has ended it and how (`outcome`, the ending operation's reason)."""
+
+    revision_number: int
+    found_at: datetime.datetime
+    open: bool
+    outcome: str
+
+
+def get_drift_notice(brief: Brief) -> DriftNotice | None:
+    """The brief's latest drift, unless a newer revision than the drifted one is published (one query,
+    none for a brief that has nothing at the target to drift: neither published nor approved)."""
+    if brief.published_revision_number is None and brief.status != Brief.Status.APPROVED:
+        return None
+    conflict = (
+        Conflict.objects.filter(
+            kind=Conflict.Kind.DRIFT, operation__subject_type="brief", operation__subject_id=brief.public_id
+        )
+        .select_related("operation")
+        .order_by("-id")
+        .first()
+    )
+    if conflict is None:
+        return None
+    operation = conflict.operation
+    number = int(operation.arguments["revision"])
+    if brief.published_revision_number is not None and brief.published_revision_number > number:
+        return None
+    is_open = conflict.resolved_at is None and operation.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)
+    return DriftNotice(
+        revision_number=number,
+        found_at=conflict.created_at,
+        open=is_open,
+        outcome="" if is_open else (operation.last_error_message or conflict.resolution),
+    )
+
+
+@dataclass(frozen=True)
+class DriftShown:
+    """What the site shows instead of the approved revision, as the worker read it (the WordPress
+    plugin's live content: raw title, body and excerpt, status), with its word diff from the approved
+    revision and the revision of the brief with exactly this content, if any."""
+
+    title: str
+    body: str
+    excerpt: str
+    status: str
+    hash: str
+    modified_gmt: str
+    diff: PayloadDiff
+    revision: Revision | None
+
+
+def _drift_shown(conflict: Conflict | None, revision: Revision) -> DriftShown | None:
+    live = (conflict.target_state or {}).get("live") if conflict is not None else None
+    if conflict is None or conflict.kind != Conflict.Kind.DRIFT or not isinstance(live, dict):
+        return None
+    shown = {"title": str(live.get("title", "")), "body": str(live.get("body", ""))}
+    return DriftShown(
+        title=shown["title"],
+        body=shown["body"],
+        excerpt=str(live.get("excerpt", "")),
+        status=str(live.get("status", "")),
+        hash=str(live.get("hash", "")),
+        modified_gmt=str(live.get("modified_gmt", "")),
+        diff=diff_payloads(
+            revision.payload, shown, old_label=f"revision {revision.number} (approved)", new_label="the site now"
+        ),
+        revision=revision.brief.revisions.filter(payload_hash=str(live.get("hash", ""))).first(),
+    )
+
+
+@dataclass(frozen=True)
 class PublicationProblemView:
     """One publish or verify operation an operator settles: Galley's intent beside what the
     target held when the worker stopped (no network call from the admin), and which of the
@@ -602,8 +754,11 @@ class PublicationProblemView:
     publication: Publication | None = None
     # "Publish as the next revision" (a stale revision): the number the approved content would be
     # written as, or None and why not.
-    republish_number: int | None = None
-    republish_refusal: str = ""
+    next_revision_number: int | None = None
+    next_revision_refusal: str = ""
+
+    # A drift: what the site shows instead of the approved revision (None for every other problem).
+    drift: DriftShown | None = None
 
     @property
     def queued(self) -> bool:
@@ -646,6 +801,11 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
         match = revision.brief.revisions.filter(payload_hash=state.get("payload_hash", "")).order_by("-number").first()
         held = HeldRevision(state, match, get_valid_approval(match) if match is not None else None)
     adoptable, refusal = _adoptable(operation, revision.brief, held)
+    if conflict is not None and conflict.kind == Conflict.Kind.DRIFT:
+        adoptable, refusal = (
+            None,
+            "The target's record is the approved revision; what its site shows, and how to end that, is above.",
+        )
     publication = None
     if operation.status == OperationStatus.SUCCEEDED:
         publication = Publication.objects.filter(revision=revision).first()
@@ -659,8 +819,8 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
             }
             held = HeldRevision(state, revision, approval)
     # When the target holds an approved revision to adopt, adopting ends it: no second way is offered.
-    republish_number, republish_refusal = (
-        (None, "") if adoptable else _republishable(operation, revision, approval, conflict)
+    next_revision_number, next_revision_refusal = (
+        (None, "") if adoptable else _publishable_as_next_revision(operation, revision, approval, conflict)
     )
     queued_by = None
     if operation.status in PROBLEM_QUEUED:
@@ -684,12 +844,13 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
         open=operation.status in PROBLEM_OPEN,
         queued_by=queued_by,
         publication=publication,
-        republish_number=republish_number,
-        republish_refusal=republish_refusal,
+        next_revision_number=next_revision_number,
+        next_revision_refusal=next_revision_refusal,
+        drift=_drift_shown(conflict, revision),
     )
 
 
-def _republishable(
+def _publishable_as_next_revision(
     operation: Operation, revision: Revision, approval: Approval | None, conflict: Conflict | None
 ) -> tuple[int | None, str]:
     """Whether the approved content of a publish the target's fence refused (a stale revision) can be

@@ -3,6 +3,12 @@ not import a domain app). Each is a thin call of an action, safe to run twice or
 
 from __future__ import annotations
 
+import datetime
+
+from django.conf import settings
+from django.db import transaction
+
+from publishing.actions.drift import do_enqueue_drift_checks
 from publishing.actions.idempotency import purge_idempotency_records
 from workers.runner import DATABASE_UNAVAILABLE, drop_broken_connections
 
@@ -17,4 +23,22 @@ def purge_idempotency_keys() -> int:
         return purge_idempotency_records()
     except DATABASE_UNAVAILABLE as problem:
         drop_broken_connections(problem, "purging idempotency records")
+        return 0
+
+
+def check_drift() -> int:
+    """One round of the drift check (workers.schedules, every 10 minutes): enqueue at most
+    GALLEY_DRIFT_CHECKS_PER_RUN checks of published revisions, none checked within
+    GALLEY_DRIFT_CHECK_INTERVAL_MINUTES; returns how many. Only a target that
+    reports what it shows now (WordPress's plugin) can be checked; the reference target cannot drift."""
+    if settings.GALLEY_TARGET_KIND != "wordpress":
+        return 0
+    try:
+        with transaction.atomic(durable=True):
+            return do_enqueue_drift_checks(
+                limit=settings.GALLEY_DRIFT_CHECKS_PER_RUN,
+                interval=datetime.timedelta(minutes=settings.GALLEY_DRIFT_CHECK_INTERVAL_MINUTES),
+            )
+    except DATABASE_UNAVAILABLE as problem:
+        drop_broken_connections(problem, "enqueuing drift checks")
         return 0

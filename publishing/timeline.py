@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from django.urls import reverse
 
 from approvals.models import Approval, Assignment, Comment
-from publishing.identities import PUBLISH, SUMMARY_STEP, VERIFY
+from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, SUMMARY_STEP, VERIFY
 from publishing.models import Brief, Publication, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, has_role
 from publishing.selectors import RunOutcome, get_run_outcome
 from publishing.summary_rules import SummaryStep
-from workers.models import Attempt, Operation
+from workers.models import Attempt, Operation, OperationStatus
 
 # Who did it, when no person did: the pipeline and the publisher run in workers.
 GALLEY = "Galley"
@@ -58,9 +58,9 @@ def _operation_label(operation: Operation) -> tuple[str, str]:
         step = arguments.get("step", "")
         label = SummaryStep(step).label if step in SummaryStep.values else str(step)
         return f"Summary run {arguments.get('run', '?')}, step “{label}”", ""
-    if operation.kind in (PUBLISH, VERIFY) and isinstance(number, int):
-        verb = "Publish" if operation.kind == PUBLISH else "Read-back check"
-        return f"{verb} of revision {number}", _revision_url(operation.subject_id, number)
+    if operation.kind in (PUBLISH, VERIFY, DRIFT_CHECK, REPUBLISH) and isinstance(number, int):
+        verb = {PUBLISH: "Publish", VERIFY: "Read-back check", DRIFT_CHECK: "Drift check", REPUBLISH: "Republish"}
+        return f"{verb[operation.kind]} of revision {number}", _revision_url(operation.subject_id, number)
     return operation.kind.replace("_", " ").capitalize(), ""
 
 
@@ -226,7 +226,14 @@ def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
     public_id = brief.public_id
     entries: list[TimelineEntry] = []
     entries += [_revision_entry(public_id, r) for r in brief.revisions.select_related("author")]
-    operations = list(Operation.objects.for_subject("brief", public_id).prefetch_related("attempt_set").order_by("id"))
+    operations = list(
+        Operation.objects.for_subject("brief", public_id)
+        # A drift check that found the site as approved is routine, a few a day: only one that found
+        # something is the brief's history.
+        .exclude(kind=DRIFT_CHECK, status=OperationStatus.SUCCEEDED)
+        .prefetch_related("attempt_set")
+        .order_by("id")
+    )
     steps_by_run: dict[object, list[Operation]] = defaultdict(list)
     for operation in operations:
         if operation.kind == SUMMARY_STEP:

@@ -25,6 +25,7 @@ from publishing.roles import Role, can_view, require_role
 from publishing.selectors import (
     RevisionPage,
     access_brief,
+    get_drift_notice,
     get_latest_revision,
     get_pipeline_view,
     get_revision,
@@ -108,7 +109,8 @@ def brief_new(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET"])
 def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     brief = access_brief(public_id, acting_user=request.user)
-    return render(request, "publishing/brief_detail.html", _brief_live_context(request, brief))
+    context = {**_brief_live_context(request, brief), "drift": get_drift_notice(brief)}
+    return render(request, "publishing/brief_detail.html", context)
 
 
 def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:

@@ -22,6 +22,7 @@ class FailureKind(StrEnum):
     KEY_CONFLICT = "key_conflict"  # same key, other payload: conflict, operator's call
     STALE_REVISION = "stale_revision"  # the target holds a revision Galley cannot account for: conflict
     VERIFICATION_MISMATCH = "verification_mismatch"  # the read-back shows other content: conflict
+    DRIFT = "drift"  # the target holds Galley's record but shows other live content (an edit there): conflict
     UNEXPECTED = "unexpected"  # a bug or an unforeseen error: bounded retries, then dead
 
 

@@ -286,6 +286,7 @@ class Conflict(models.Model):
         KEY_CONFLICT = "key_conflict", "Key conflict: the target holds this key with another payload"
         STALE_REVISION = "stale_revision", "Stale revision: the target holds a revision Galley did not publish"
         VERIFICATION_MISMATCH = "verification_mismatch", "Verification mismatch: the read-back shows other content"
+        DRIFT = "drift", "Drift: the site no longer shows the approved revision"
 
     operation = models.ForeignKey(Operation, on_delete=models.PROTECT, related_name="conflicts")
     source = models.CharField(max_length=16, choices=Source.choices)
@@ -302,6 +303,12 @@ class Conflict(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     resolution = models.TextField(blank=True)
+    accepted_payload_hash = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="A drift an operator accepted (or adopted): the hash of what the target shows, which later "
+        "checks of the same revision take as expected.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

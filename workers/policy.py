@@ -19,7 +19,12 @@ class Disposition(StrEnum):
 
 TERMINAL_KINDS = {FailureKind.INVALID, FailureKind.QUALITY_GATE, FailureKind.AUTH}
 # Galley and the target disagree: no retry can settle it, an operator decides (PRODUCT.md §7.2).
-CONFLICT_KINDS = {FailureKind.KEY_CONFLICT, FailureKind.STALE_REVISION, FailureKind.VERIFICATION_MISMATCH}
+CONFLICT_KINDS = {
+    FailureKind.KEY_CONFLICT,
+    FailureKind.STALE_REVISION,
+    FailureKind.VERIFICATION_MISMATCH,
+    FailureKind.DRIFT,
+}
 OPERATOR_KINDS = {FailureKind.AUTH, *CONFLICT_KINDS}
 # The target asking Galley to wait (invariant 9): such a try never counts against max_attempts,
 # so it never makes a dead letter on its own; the operation's deadline bounds the waiting.

@@ -9,6 +9,13 @@ SCHEDULES = [
     {"name": "galley-purge", "func": "workers.tasks.purge", "schedule_type": Schedule.HOURLY},
     # Retention of the JSON API's Idempotency-Key records (GALLEY_RETENTION_DAYS). A dotted name,
     # not an import: the machinery imports no domain app.
+    # Drift at the target: re-read a bounded number of published revisions (GALLEY_DRIFT_CHECKS_PER_RUN).
+    {
+        "name": "galley-drift-check",
+        "func": "publishing.tasks.check_drift",
+        "schedule_type": Schedule.MINUTES,
+        "minutes": 10,
+    },
     {
         "name": "galley-purge-idempotency-keys",
         "func": "publishing.tasks.purge_idempotency_keys",

@@ -10,7 +10,7 @@ from django.utils import timezone
 from approvals.notifications import do_notify_published
 from publishing.actions.resolutions import OPEN, do_close_replaced_problems
 from publishing.actions.revisions import check_brief_transition, statuses_leading_to
-from publishing.identities import PUBLISH, VERIFY, publish_key, revision_subject_id, verify_key
+from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY, publish_key, revision_subject_id, verify_key
 from publishing.models import Brief, Publication, Revision
 from workers.actions.enqueue import Enqueued, add_dependency, enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
@@ -200,7 +200,7 @@ def do_record_verification(publication: Publication) -> None:
         "now": timezone.now(),
         "published": Brief.Status.PUBLISHED,
         "may_publish": statuses_leading_to(Brief.Status.PUBLISHED),
-        "kinds": [PUBLISH, VERIFY],
+        "kinds": list(PUBLICATION_KINDS),
         "open": list(OPEN),
     }
     with execute_prepared(RECORD_VERIFICATION_SQL, params) as cursor:

@@ -1,6 +1,8 @@
 """Settling a publication problem (PRODUCT.md §7.2): an operator adopts what the target holds,
-looks the key up again, retries after a fix or cancels with a reason; Galley itself closes the
-problems a newer published revision replaced.
+looks the key up again, retries after a fix or cancels with a reason; a drift (the site shows other
+content than the approved revision) is ended by adopting what the site shows as a new revision,
+republishing the approved revision over it, or accepting it. Galley itself closes the problems a
+newer published revision replaced.
 
 No action calls the target: adopting makes the revision's publish look its key up at the target
 and adopt what is there (the worker's reconcile path), and its verification then observes it, so
@@ -13,16 +15,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 
-from publishing.actions.revisions import do_create_revision
-from publishing.identities import PUBLISH, VERIFY, publish_key
+from publishing.actions.revisions import TITLE_MAX_CHARS, do_create_revision
+from publishing.errors import InvalidInput
+from publishing.hashing import PayloadError, payload_hash
+from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, PUBLISH, REPUBLISH, VERIFY, publish_key, republish_key
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import PROBLEM_OPEN, access_brief, get_publication_problem
+from publishing.selectors import PROBLEM_OPEN, access_brief, get_latest_revision, get_publication_problem
 from publishing.validation import clean_text
+from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_cancel_operation, do_retry_operation_now
 from workers.audit import record_audit_event
-from workers.models import Operation, OperationStatus
+from workers.models import Conflict, Operation, OperationStatus
 
 OPEN = PROBLEM_OPEN
 
@@ -38,7 +44,7 @@ class Outcome:
 
 def _lock(operation: Operation) -> Operation:
     locked = Operation.objects.select_for_update(of=("self",)).get(id=operation.id)
-    if locked.kind not in (PUBLISH, VERIFY):
+    if locked.kind not in PUBLICATION_KINDS:
         raise ValueError(f"{locked.key} is not a publication's operation")
     return locked
 
@@ -116,8 +122,8 @@ def check_publish_as_next_revision(operation: Operation, *, acting_user: AnyUser
     if locked.status not in OPEN:
         return _not_open(locked)
     problem = get_publication_problem(locked)
-    if problem.republish_number is None or problem.held is None:
-        return Outcome(False, problem.republish_refusal or "Only a stale revision's publish can be published again.")
+    if problem.next_revision_number is None or problem.held is None:
+        return Outcome(False, problem.next_revision_refusal or "Only a stale revision's publish can be published again.")
     approved, held = problem.revision, problem.held.state["revision"]
     revision, _created = do_create_revision(
         brief,
@@ -170,3 +176,157 @@ def do_close_replaced_problems(operation_ids: list[int], *, published_number: in
         return
     for operation in Operation.objects.filter(id__in=operation_ids).order_by("id"):
         do_cancel_operation(operation, reason=f"revision {published_number} was published instead", acting_user=None)
+
+
+def _open_drift(locked: Operation) -> Conflict | None:
+    """The operation's unresolved drift conflict, locked, if it has one."""
+    return (
+        locked.conflicts.select_for_update(of=("self",))
+        .filter(kind=Conflict.Kind.DRIFT, resolved_at__isnull=True)
+        .order_by("-id")
+        .first()
+    )
+
+
+def _lock_drift(operation: Operation) -> tuple[Operation, Conflict] | Outcome:
+    """The operation and its unresolved drift conflict, both locked; or, when it has none open, why
+    there is nothing to do."""
+    locked = _lock(operation)
+    if locked.status not in OPEN:
+        return _not_open(locked)
+    conflict = _open_drift(locked)
+    if conflict is None:
+        return Outcome(False, f"Nothing to do: {locked.key} is not a drift at the target.")
+    return locked, conflict
+
+
+def _accept(conflict: Conflict, digest: str) -> None:
+    """Later checks of this revision take `digest` as what its target may show."""
+    conflict.accepted_payload_hash = digest
+    conflict.save(update_fields=["accepted_payload_hash"])
+
+
+@transaction.atomic(savepoint=False)
+def check_accept_drift(operation: Operation, *, reason: str, acting_user: AnyUser) -> Outcome:
+    """Leave what the site shows as it is: the drift is recorded as accepted (later checks of the
+    revision take it as expected), the operation cancelled with the reason, audited. Only for a drift
+    the periodic check found of a published revision."""
+    user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
+    reason = clean_text(reason, field="The reason (kept in the audit trail)", max_chars=1000, required=True)
+    found = _lock_drift(operation)
+    if isinstance(found, Outcome):
+        return found
+    locked, conflict = found
+    if locked.kind != DRIFT_CHECK:
+        # Found by the revision's own verification: it was never observed as approved, and accepting
+        # would not make it so (invariant 10).
+        return Outcome(
+            False,
+            "This revision was never verified: the site changed before its read-back. Republish it, "
+            "or adopt what the site shows as a new revision.",
+        )
+    _accept(conflict, conflict.conflicting_payload_hash)
+    do_cancel_operation(locked, reason=f"an operator accepted what the site shows: {reason}", acting_user=user)
+    record_audit_event(
+        acting_user=user,
+        event_type="publication.drift_accepted",
+        subject_type="brief",
+        subject_id=locked.subject_id,
+        old_state={"operation": locked.key, "approved_hash": locked.payload_hash},
+        new_state={"accepted_hash": conflict.conflicting_payload_hash, "reason": reason},
+    )
+    return Outcome(True, "Accepted: the site keeps what it shows; later checks compare with it.")
+
+
+@transaction.atomic(savepoint=False)
+def check_republish_approved(operation: Operation, *, acting_user: AnyUser) -> Outcome:
+    """Write the approved revision over the drift again: a republish operation through the outbox,
+    under its own key (identities.republish_key), which the target accepts for its current revision
+    with that revision's hash; then its verification observes it. The drift's operation is cancelled
+    for it. Idempotent: the republish is keyed by the drift's conflict, and a repeat finds it ended."""
+    user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
+    found = _lock_drift(operation)
+    if isinstance(found, Outcome):
+        return found
+    locked, conflict = found
+    problem = get_publication_problem(locked)
+    number = problem.revision.number
+    published = problem.brief.published_revision_number
+    if published is not None and published > number:
+        return Outcome(False, f"Revision {published} is published since: revision {number} cannot come back.")
+    if problem.approval is None:
+        return Outcome(False, f"Revision {number} has no valid approval: it cannot be published again.")
+    enqueued = enqueue_operation(
+        key=republish_key(locked.subject_id, number, conflict.id),
+        kind=REPUBLISH,
+        payload_hash=problem.revision.payload_hash,
+        subject_type="brief",
+        subject_id=locked.subject_id,
+        arguments={"revision": number, "conflict": conflict.id},
+    )
+    do_cancel_operation(locked, reason=f"an operator republished revision {number} over the drift", acting_user=user)
+    record_audit_event(
+        acting_user=user,
+        event_type="publication.republish_requested",
+        subject_type="brief",
+        subject_id=locked.subject_id,
+        old_state={"operation": locked.key, "live_hash": conflict.conflicting_payload_hash},
+        new_state={"republish": enqueued.operation.key, "revision": number, "payload_hash": locked.payload_hash},
+    )
+    return Outcome(
+        True, f"Republishing revision {number} over the drift ({enqueued.operation.key}); then it is verified."
+    )
+
+
+@transaction.atomic(savepoint=False)
+def check_adopt_drift(operation: Operation, *, acting_user: AnyUser) -> Outcome:
+    """Take what the site shows as the brief's next revision, written by the operator: an immutable
+    revision that goes through approval like any other (the brief goes back to review). Until it is
+    published, what the site shows is accepted for the published revision. Locks the brief's row
+    first, then the operation's (README, "Lock order")."""
+    user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
+    brief = access_brief(operation.subject_id, acting_user=user, lock=True)
+    found = _lock_drift(operation)
+    if isinstance(found, Outcome):
+        return found
+    locked, conflict = found
+    drift = get_publication_problem(locked).drift
+    if drift is None:
+        return Outcome(False, "Galley has no record of what the site shows: retry the check, or accept.")
+    payload = {
+        "title": clean_text(drift.title, field="The site's title", max_chars=TITLE_MAX_CHARS, required=True),
+        "body": clean_text(
+            drift.body, field="The site's body", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=True
+        ),
+    }
+    number = int(locked.arguments["revision"])
+    try:
+        digest = payload_hash(payload)
+    except PayloadError as exc:
+        raise InvalidInput(f"What the site shows cannot be a revision: {exc}") from None
+    if digest == locked.payload_hash:
+        return Outcome(
+            False,
+            f"The site's title and body are revision {number}'s own; only its excerpt or status differ, which no "
+            f"revision holds. Republish revision {number} (it restores them), or accept what the site shows.",
+        )
+    latest = get_latest_revision(brief)
+    revision, _created = do_create_revision(
+        brief, base_number=latest.number if latest is not None else 0, payload=payload, acting_user=user
+    )
+    _accept(conflict, conflict.conflicting_payload_hash)
+    do_cancel_operation(
+        locked,
+        reason=f"an operator adopted what the site shows as revision {revision.number}, which waits for approval",
+        acting_user=user,
+    )
+    record_audit_event(
+        acting_user=user,
+        event_type="publication.drift_adopted",
+        subject_type="brief",
+        subject_id=locked.subject_id,
+        old_state={"operation": locked.key, "approved_hash": locked.payload_hash},
+        new_state={"revision": revision.number, "payload_hash": revision.payload_hash, "live_hash": drift.hash},
+    )
+    excerpt = " The site's excerpt is no part of a revision: publishing it clears the excerpt." if drift.excerpt else ""
+    return Outcome(True, f"Adopted what the site shows as revision {revision.number}; it waits for approval.{excerpt}")

@@ -273,11 +273,11 @@ def adopt_operation(
 
 
 @router.post(
-    "/operations/{operation_id}/republish",
+    "/operations/{operation_id}/publish-as-next-revision",
     response={200: OutcomeOut, **WRITE_PROBLEMS},
     summary="Publish as the next revision",
 )
-def republish_operation(
+def publish_as_next_revision_operation(
     request: HttpRequest, operation_id: RowId, idempotency_key: str = idempotency_key_header()
 ) -> HttpResponse:
     """A stale revision: write the refused revision's approved content again as the brief's next revision

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_URL = "http://127.0.0.1:8001"
 DEFAULT_TIMEOUT_SECONDS = 10.0
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class TargetError(http.ServiceError):
@@ -127,6 +129,28 @@ class TargetCheck:
 
 
 @dataclass(frozen=True)
+class LiveContent:
+    """What the target shows now for a publication, beyond what Galley sent (the WordPress plugin's
+    "live": its post's raw fields as they are at the time of the request). `hash` is the sha256 of
+    that content in the payload's canonical form (title and body, plus an excerpt when the post has
+    one), so a post that shows exactly revision N has N's payload hash and status "publish"."""
+
+    hash: str
+    title: str
+    body: str
+    excerpt: str
+    status: str
+    revision: int
+    modified_gmt: str = ""
+
+    PUBLISHED = "publish"
+
+    def shows(self, payload_hash: str) -> bool:
+        """Whether readers see exactly the payload with this hash."""
+        return self.hash == payload_hash and self.status == self.PUBLISHED
+
+
+@dataclass(frozen=True)
 class Receipt:
     id: str
     operation_key: str
@@ -134,6 +158,8 @@ class Receipt:
     revision: int
     payload_hash: str
     permalink: str
+    # None when the target reports no live content (the §7.4 reference target): then it cannot drift.
+    live: LiveContent | None = None
 
 
 class _PageText(HTMLParser):
@@ -218,20 +244,25 @@ class TargetClient:
         revision: int,
         payload_hash: str,
         payload: dict[str, Any],
+        republish: bool = False,
     ) -> tuple[Receipt, bool]:
         """POST the publication with Idempotency-Key = operation_key.
 
         Returns (receipt, True) for a first application (201) and (receipt, False) for a replay
         (200). Raises a TargetError subclass otherwise; TargetAmbiguous means it may have applied.
         A receipt for another key or hash than the one sent is TargetInvalidResponse, never success.
+        `republish` asks a target that reports live content (the WordPress plugin) to write the
+        brief's current revision over a drifted post again, under its own key.
         """
-        body = {
+        body: dict[str, Any] = {
             "operation_key": operation_key,
             "brief_id": brief_id,
             "revision": revision,
             "payload_hash": payload_hash,
             "payload": payload,
         }
+        if republish:
+            body["republish"] = True
         content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
         response = self._send(
             "POST",
@@ -384,7 +415,23 @@ class TargetClient:
             raise TargetInvalidResponse(
                 f"The target's receipt has no valid revision: {body!r:.300}", status=response.status_code
             )
-        return Receipt(revision=revision, **fields)
+        return Receipt(revision=revision, live=cls._live(body.get("live"), status=response.status_code), **fields)
+
+    @staticmethod
+    def _live(live: Any, *, status: int) -> LiveContent | None:
+        if live is None:
+            return None
+        texts = ("hash", "title", "body", "excerpt", "status", "modified_gmt")
+        valid = (
+            isinstance(live, dict)
+            and all(isinstance(live.get(name, ""), str) for name in texts)
+            and _SHA256.fullmatch(live.get("hash", "")) is not None
+            and isinstance(live.get("revision"), int)
+            and not isinstance(live.get("revision"), bool)
+        )
+        if not valid:
+            raise TargetInvalidResponse(f"The target's live content is not valid: {live!r:.300}", status=status)
+        return LiveContent(revision=live["revision"], **{name: live.get(name, "") for name in texts})
 
     @classmethod
     def _error(cls, response: httpx.Response) -> TargetError:
@@ -436,7 +483,8 @@ class WordPressClient(TargetClient):
 
     credentials = "GALLEY_WORDPRESS_USER / GALLEY_WORDPRESS_APP_PASSWORD"
     PLUGIN = "galley-publishing"
-    PLUGIN_VERSION = "1"
+    # 2: lookups and read-backs report the post's live content (drift), and a republish is accepted.
+    PLUGIN_VERSION = "2"
 
     def __init__(
         self,

@@ -13,12 +13,13 @@ import dataclasses
 import logging
 from typing import Any
 
+from publishing.actions.drift import do_record_republication
 from publishing.actions.publications import do_record_publication, do_record_verification
 from publishing.clients import target
 from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH, publish_key
-from publishing.models import Revision
-from publishing.selectors import PublishChecks, get_publication, get_publish_checks
+from publishing.models import Publication, Revision
+from publishing.selectors import PublishChecks, get_publication, get_publish_checks, list_newer_sent_revisions
 from publishing.verification import shows_title
 from workers.actions.claims import renew_lease
 from workers.crashpoints import crash_point
@@ -56,6 +57,40 @@ def _account_for_newer(checks: PublishChecks) -> None:
         raise Superseded(f"revision {checks.newer_attempted} of {public_id} may already be at the target")
 
 
+def _approved_revision(claimed: ClaimedOperation, checks: PublishChecks) -> Revision:
+    """The revision to send, if its hash is the operation's and an approval of exactly it exists
+    (invariant 3); otherwise a dead letter with the reason."""
+    revision = checks.revision
+    if revision.payload_hash != claimed.payload_hash:
+        raise OperationFailed(
+            FailureKind.INVALID,
+            f"{claimed.key} carries hash {claimed.payload_hash[:12]}…, revision {revision.number} has another",
+        )
+    if not checks.approved:
+        raise OperationFailed(
+            FailureKind.INVALID,
+            f"no approval of revision {revision.number} with hash {revision.payload_hash[:12]}… exists; "
+            "refusing to publish",
+        )
+    return revision
+
+
+def _send(
+    client: target.TargetClient, claimed: ClaimedOperation, revision: Revision, *, republish: bool = False
+) -> tuple[target.Receipt, bool]:
+    """The side effect: revision's payload to the target under the operation's key (no transaction open)."""
+    return call_service(
+        lambda: client.publish(
+            operation_key=claimed.key,
+            brief_id=claimed.subject_id,
+            revision=revision.number,
+            payload_hash=revision.payload_hash,
+            payload=revision.payload,
+            republish=republish,
+        )
+    )
+
+
 def handle_publish(claimed: ClaimedOperation) -> Success:
     """Send revision N with an approval of exactly N and its hash; never after a newer one was published.
 
@@ -64,17 +99,7 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
     """
     number = int(claimed.arguments["revision"])
     checks = get_publish_checks(claimed.subject_id, number)
-    revision = checks.revision
-    if revision.payload_hash != claimed.payload_hash:
-        raise OperationFailed(
-            FailureKind.INVALID,
-            f"{claimed.key} carries hash {claimed.payload_hash[:12]}…, revision {number} has another",
-        )
-    if not checks.approved:
-        raise OperationFailed(
-            FailureKind.INVALID,
-            f"no approval of revision {number} with hash {revision.payload_hash[:12]}… exists; refusing to publish",
-        )
+    revision = _approved_revision(claimed, checks)
     client = target.shared_from_settings()
     if claimed.ambiguous:
         found = call_service(lambda: client.lookup(claimed.key))
@@ -87,15 +112,7 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
     # Fence check immediately before the side effect: a worker that lost its lease stops here.
     renew_lease(claimed)
     try:
-        receipt, applied = call_service(
-            lambda: client.publish(
-                operation_key=claimed.key,
-                brief_id=claimed.subject_id,
-                revision=number,
-                payload_hash=revision.payload_hash,
-                payload=revision.payload,
-            )
-        )
+        receipt, applied = _send(client, claimed, revision)
     except OperationFailed as failure:
         if failure.kind == FailureKind.KEY_CONFLICT:
             # Record what the target holds under our key, for the operator who resolves it.
@@ -133,19 +150,43 @@ def _published(claimed: ClaimedOperation, revision: Revision, receipt: target.Re
     )
 
 
-def handle_verify(claimed: ClaimedOperation) -> Success:
-    """Done means observed (invariant 10): the target's read-back holds the approved payload hash,
-    and the permalink answers with a page that shows the approved title. Only what §7.4 defines
-    is used: no extra markup on the page."""
-    publication = get_publication(claimed.arguments["publish_key"])
-    client = target.shared_from_settings()
-    receipt = call_service(lambda: client.read_back(publication.external_id))
+def _superseded_if_newer_shown(
+    claimed: ClaimedOperation,
+    publication: Publication,
+    *,
+    shown_hash: str = "",
+    shown_revision: int = 0,
+    page_text: str | None = None,
+) -> None:
+    """Raise Superseded when what the target shows for this publication is a newer revision of the same
+    brief that Galley published or sent (its finalize may not have recorded it yet): a target that
+    keeps one record or page per brief (WordPress: one post, one permalink) shows that one now, and it
+    is verified on its own. Shown means its payload hash, a revision number at least its own, or (on
+    the permalink page) its title."""
+    for newer in list_newer_sent_revisions(publication, public_id=claimed.subject_id):
+        if (
+            newer.payload_hash == shown_hash
+            or shown_revision >= newer.number
+            or (page_text is not None and shows_title(page_text, newer.title))
+        ):
+            raise Superseded(
+                f"the target shows revision {newer.number} of {claimed.subject_id}, published since; "
+                "that revision is verified on its own"
+            )
+
+
+def _observe(
+    claimed: ClaimedOperation, publication: Publication, receipt: target.Receipt, *, accepted_hash: str = ""
+) -> None:
+    """Raise unless the target's read-back shows the approved revision: its record holds the approved
+    hash, and its live content (when the target reports it) is exactly that revision, published, or
+    what an operator accepted it showing (`accepted_hash`). What is a newer revision Galley published is
+    superseded; a record with another hash is a verification mismatch; a live content that differs
+    from the record is drift (an edit at the target)."""
     if receipt.payload_hash != claimed.payload_hash:
-        # A target that keeps one record per brief (WordPress: one post) shows a newer revision
-        # once Galley published it: that one is verified on its own.
-        newer = get_publish_checks(claimed.subject_id, publication.revision.number).newer_published
-        if newer is not None and receipt.revision >= newer:
-            raise Superseded(f"revision {newer} of {claimed.subject_id} is published since and verified on its own")
+        _superseded_if_newer_shown(
+            claimed, publication, shown_hash=receipt.payload_hash, shown_revision=receipt.revision
+        )
         raise OperationFailed(
             FailureKind.VERIFICATION_MISMATCH,
             f"read-back of {publication.external_id} shows payload {receipt.payload_hash[:12]}…, "
@@ -153,14 +194,83 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
             conflicting_payload_hash=receipt.payload_hash,
             target_state=_target_state(receipt),
         )
+    live = receipt.live
+    if live is None or live.shows(claimed.payload_hash) or (accepted_hash and live.shows(accepted_hash)):
+        return
+    _superseded_if_newer_shown(claimed, publication, shown_hash=live.hash, shown_revision=live.revision)
+    raise OperationFailed(
+        FailureKind.DRIFT,
+        f"the target holds revision {publication.revision.number} as published, but its post now shows other "
+        f"content (live hash {live.hash[:12]}…, status {live.status}): it was edited at the target",
+        conflicting_payload_hash=live.hash,
+        target_state=_target_state(receipt),
+    )
+
+
+def handle_verify(claimed: ClaimedOperation) -> Success:
+    """Done means observed (invariant 10): the target's read-back holds the approved payload hash
+    (and, where the target reports what it shows now, shows exactly it: no drift), and the permalink
+    answers with a page that shows the approved title. Only what §7.4 defines is used: no extra
+    markup on the page. What the target shows of a newer revision Galley published ends the
+    verification as superseded, never as a failure."""
+    publication = get_publication(claimed.arguments["publish_key"])
+    client = target.shared_from_settings()
+    receipt = call_service(lambda: client.read_back(publication.external_id))
+    _observe(claimed, publication, receipt)
     page_text = call_service(lambda: client.fetch_permalink(receipt.permalink))
     title = str(publication.revision.payload["title"])
     if not shows_title(page_text, title):
+        _superseded_if_newer_shown(claimed, publication, page_text=page_text)
         raise OperationFailed(
             FailureKind.SERVER_ERROR,
             f"the permalink {receipt.permalink} does not show the approved title {title[:80]!r} yet",
         )
     return Success(
-        result={"permalink": receipt.permalink, "verified_hash": receipt.payload_hash, "title_shown": True},
+        result={
+            "permalink": receipt.permalink,
+            "verified_hash": receipt.payload_hash,
+            "title_shown": True,
+            "live_hash": receipt.live.hash if receipt.live is not None else None,
+        },
         finalize=lambda: do_record_verification(publication),
+    )
+
+
+def handle_drift_check(claimed: ClaimedOperation) -> Success:
+    """The periodic check of a published revision (publishing.tasks.check_drift): does the target
+    still show it? A drift ends the operation in conflict, recorded with what the target shows, for an
+    operator (README, "Drift at the target"). Over (superseded) once a newer revision is published."""
+    number = int(claimed.arguments["revision"])
+    _account_for_newer(get_publish_checks(claimed.subject_id, number))
+    publication = get_publication(publish_key(claimed.subject_id, number))
+    client = target.shared_from_settings()
+    receipt = call_service(lambda: client.read_back(publication.external_id))
+    _observe(claimed, publication, receipt, accepted_hash=str(claimed.arguments.get("accepted_hash", "")))
+    return Success(result={"live_hash": receipt.live.hash if receipt.live is not None else None, "drift": False})
+
+
+def handle_republish(claimed: ClaimedOperation) -> Success:
+    """Write the published revision N over a drift again (an operator's choice), under the republish's
+    own key; the target accepts it only for its current revision with N's hash. The same checks as a
+    publish: an approval of exactly N and its hash, nothing newer published or sent. An ambiguous
+    attempt looks its key up first. Its verification then observes the post showing N again."""
+    number = int(claimed.arguments["revision"])
+    checks = get_publish_checks(claimed.subject_id, number)
+    revision = _approved_revision(claimed, checks)
+    client = target.shared_from_settings()
+    receipt = call_service(lambda: client.lookup(claimed.key)) if claimed.ambiguous else None
+    if receipt is None:
+        _account_for_newer(get_publish_checks(claimed.subject_id, number) if claimed.ambiguous else checks)
+        renew_lease(claimed)
+        receipt, _applied = _send(client, claimed, revision, republish=True)
+    receipt = _check_receipt(claimed, receipt)
+    return Success(
+        result={"external_id": receipt.id, "permalink": receipt.permalink},
+        finalize=lambda: do_record_republication(
+            revision,
+            republish_operation_id=claimed.operation_id,
+            republish_key=claimed.key,
+            conflict_id=int(claimed.arguments["conflict"]),
+            external_id=receipt.id,
+        ),
     )

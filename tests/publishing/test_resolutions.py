@@ -200,7 +200,7 @@ def target_holds_another_revision(target, brief, revise, approver, *, held: int)
     return first, operation
 
 
-def republish(operation, user):
+def publish_as_next(operation, user):
     with transaction.atomic(durable=True):
         return check_publish_as_next_revision(operation, acting_user=user)
 
@@ -209,9 +209,9 @@ def test_revision_bound_approval__publish_as_next_revision__new_revision_needs_i
     target, brief, revise, approver, operator
 ):
     first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
-    assert get_publication_problem(operation).republish_number == 2
+    assert get_publication_problem(operation).next_revision_number == 2
 
-    outcome = republish(operation, operator)
+    outcome = publish_as_next(operation, operator)
 
     assert outcome == Outcome(
         True, "Wrote revision 2 with revision 1's approved content; it is published once an approver approves it."
@@ -240,10 +240,10 @@ def test_revision_bound_approval__publish_as_next_revision__new_revision_needs_i
 
 def test_audit__publish_as_next_revision__repeated__writes_nothing_more(target, brief, revise, approver, operator):
     _first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
-    assert republish(operation, operator).changed
+    assert publish_as_next(operation, operator).changed
     events, revisions = AuditEvent.objects.count(), Revision.objects.count()
 
-    again = republish(operation, operator)
+    again = publish_as_next(operation, operator)
 
     assert again == Outcome(False, f"Nothing to do: {operation.key} is cancelled now.")
     assert (AuditEvent.objects.count(), Revision.objects.count()) == (events, revisions)
@@ -255,7 +255,7 @@ def test_no_regression__publish_as_next_revision__not_above_the_target_revision_
     _first, operation = target_holds_another_revision(target, brief, revise, approver, held=7)
     events, revisions = AuditEvent.objects.count(), Revision.objects.count()
 
-    outcome = republish(operation, operator)
+    outcome = publish_as_next(operation, operator)
 
     assert not outcome.changed
     assert outcome.message.startswith(
@@ -271,7 +271,7 @@ def test_publish_as_next_revision__a_newer_revision_exists__refused_approve_that
     _first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
     revise(brief, "Dockers walked out at dawn. The port is closed.")
 
-    outcome = republish(operation, operator)
+    outcome = publish_as_next(operation, operator)
 
     assert outcome == Outcome(
         False,
@@ -285,7 +285,7 @@ def test_publish_as_next_revision__only_operators(target, brief, revise, approve
     _first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
 
     with pytest.raises(PermissionRefused):
-        republish(operation, editor)
+        publish_as_next(operation, editor)
     assert Revision.objects.filter(brief=brief).count() == 1
 
 
@@ -299,7 +299,7 @@ def test_publish_as_next_revision__admin_offers_it_on_the_problem_page_and_does_
     assert "Publish as the next revision: write revision 1's approved content as revision 2" in page
 
     response = client.post(
-        f"/admin/publishing/publicationproblem/{operation.id}/resolve/", {"action": "republish"}, follow=True
+        f"/admin/publishing/publicationproblem/{operation.id}/resolve/", {"action": "publish_as_next_revision"}, follow=True
     )
 
     assert "Wrote revision 2 with revision 1&#x27;s approved content" in response.content.decode()
@@ -316,4 +316,4 @@ def test_publish_as_next_revision__target_holds_an_approved_revision__adopting_i
     problem = get_publication_problem(publish_op(first))
 
     assert problem.adoptable == second
-    assert (problem.republish_number, problem.republish_refusal) == (None, "")
+    assert (problem.next_revision_number, problem.next_revision_refusal) == (None, "")

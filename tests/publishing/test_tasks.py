@@ -1,5 +1,5 @@
-"""publishing.tasks: the hourly retention of the API's Idempotency-Key records, scheduled by
-workers.schedules under a dotted name."""
+"""publishing.tasks: the hourly retention of the API's Idempotency-Key records and the drift check's
+rounds, scheduled by workers.schedules under dotted names."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django_q.models import Schedule
 
+from publishing.actions.drift import do_enqueue_drift_checks
 from publishing.actions.idempotency import claim_idempotency_key, do_record_idempotent_response
+from publishing.identities import DRIFT_CHECK
 from publishing.models import IdempotencyRecord
-from publishing.tasks import purge_idempotency_keys
+from publishing.tasks import check_drift, purge_idempotency_keys
+from tests.publishing.handlers.test_publications import approve, assert_published, run_worker
 from tests.workers.test_database_restart import lose_the_connection
+from workers.models import Operation
 from workers.schedules import ensure_schedules
 
 
@@ -98,3 +102,37 @@ def test_purge_idempotency_keys__database_connection_lost__logs_and_returns_then
     assert purge_idempotency_keys() == 0
     assert [r.levelname for r in caplog.records if "database unavailable" in r.getMessage()] == ["WARNING"]
     assert purge_idempotency_keys() == 1
+
+
+@pytest.mark.django_db
+def test_schedule__ensure_schedules__runs_the_drift_check_every_ten_minutes_by_dotted_name():
+    ensure_schedules()
+    schedule = Schedule.objects.get(name="galley-drift-check")
+    assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == (
+        "publishing.tasks.check_drift",
+        Schedule.MINUTES,
+        10,
+        -1,
+    )
+    module, name = schedule.func.rsplit(".", 1)
+    assert getattr(__import__(module, fromlist=[name]), name) is check_drift
+
+
+@pytest.mark.django_db(transaction=True)
+def test_check_drift__reference_target__cannot_drift_nothing_enqueued_a_check_breaks_nothing(
+    target, brief, revise, approver
+):
+    """The reference target reports no live content: the round checks nothing there, and a check run
+    there anyway (a target changed to it later) finds nothing to compare and succeeds."""
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    assert run_worker() == {"succeeded": 2}
+    assert_published(brief, revision)
+
+    assert check_drift() == 0
+    assert not Operation.objects.filter(kind=DRIFT_CHECK).exists()
+    with transaction.atomic(durable=True):
+        do_enqueue_drift_checks(limit=10, interval=timedelta(0))
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"succeeded": 1}
+    assert Operation.objects.get(kind=DRIFT_CHECK).result == {"live_hash": None, "drift": False}
+    assert_published(brief, revision)

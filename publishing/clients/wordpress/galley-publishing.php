@@ -2,7 +2,7 @@
 /**
  * Plugin Name: Galley Publishing
  * Description: Galley's target protocol (PRODUCT.md §7.4) inside WordPress's REST API: each operation key is applied at most once, revisions are fenced, every write is one database transaction.
- * Version:     1
+ * Version:     2
  * Requires PHP: 7.4
  * License:     GPL-2.0-or-later (it runs inside WordPress)
  *
@@ -58,13 +58,35 @@
  *                                            header Idempotency-Key = operation_key
  *                                            201 first application, 200 replay; the receipt is
  *                                            {"id","operation_key","brief_id","revision","payload_hash","permalink","post_id"}
- *  GET  /galley/v1/publications?operation_key=K   200 receipt, or 404 {"error":"not_found"}
- *  GET  /galley/v1/publications/{id}         200 receipt + "payload" (as stored) + "post" {"title","content","status"} (raw, as the post holds them now)
+ *                                            optional "republish": true (see REPUBLISH below)
+ *  GET  /galley/v1/publications?operation_key=K   200 receipt + "live" (below), or 404 {"error":"not_found"}
+ *  GET  /galley/v1/publications/{id}         200 receipt + "live" + "payload" (as stored) + "post" {"title","content","status"} (raw, as the post holds them now)
  *  GET  /galley/v1/briefs/{brief_id}         200 {"brief_id","post_id","revision","permalink"}, or 404
  *                                            (WordPress decodes a pretty REST path only partly: a brief id
  *                                            with "%" in it is looked up as ?rest_route=/galley/v1/briefs/<id>)
- *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"1","fence":true,"user":<login>}
+ *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"2","fence":true,"user":<login>}
+ *                                            (version 2: "live" on lookups and read-backs, "republish")
  * Errors on these routes are {"error": <kind>, "detail": <text>}.
+ *
+ * LIVE CONTENT (drift). The receipt's payload_hash is what Galley sent; "live" is what the brief's
+ * post shows NOW, read from wp_posts at the time of the request, so that an edit in wp-admin (or
+ * through the core REST API, or any plugin) is seen:
+ *   "live": {"hash","title","body","excerpt","status","revision","modified_gmt"}
+ * title, body and excerpt are the raw post_title, post_content and post_excerpt; status is
+ * post_status; revision is the post's galley_revision meta. "hash" is the sha256 of the live
+ * content in the payload's own canonical form (rule 5): {"title": post_title, "body": post_content},
+ * plus "excerpt": post_excerpt when the post has one. Galley's payload has no excerpt and every
+ * publication clears it, so a post that shows exactly revision N has live.hash == N's payload_hash
+ * and status "publish"; any other hash or status is drift. Every publication row of a brief reports
+ * the brief's one post, so an older row shows the newer revision's content.
+ *
+ * REPUBLISH. The revision fence refuses a revision not above the current one, and the approved
+ * revision's own key already holds its receipt (a replay changes nothing), so restoring a drifted
+ * post needs its own operation key (Galley's form: republish:<brief>:revision-<N>:conflict-<id>, one
+ * per drift it repairs) and "republish": true in the body. Such a write is accepted only for the
+ * brief's CURRENT revision and only with the payload hash that revision was published with: it
+ * writes that same content over the post again and can never introduce other content or an older
+ * revision (409 stale_revision otherwise). Its key is reserved and replayed like any other.
  *
  * LIMITS. A persistent object cache may briefly keep entries written by a transaction that was
  * rolled back; the plugin evicts the touched post's entries and the options cache after a
@@ -84,7 +106,7 @@ if ( defined( 'GALLEY_PUBLISHING_VERSION' ) ) {
 	return; // Loaded twice (mu-plugins and plugins): the first copy serves.
 }
 
-define( 'GALLEY_PUBLISHING_VERSION', '1' );
+define( 'GALLEY_PUBLISHING_VERSION', '2' );
 
 /** A transient conflict (deadlock, duplicate-key race): the whole transaction may be tried again. */
 class Galley_Publishing_Retry extends RuntimeException {
@@ -363,7 +385,7 @@ final class Galley_Publishing {
 			return self::invalid( 'The body must be a JSON object (' . json_last_error_msg() . ').' );
 		}
 		$fields   = get_object_vars( $body );
-		$expected = array( 'operation_key', 'brief_id', 'revision', 'payload_hash', 'payload' );
+		$expected = array( 'operation_key', 'brief_id', 'revision', 'payload_hash', 'payload', 'republish' );
 		$unknown  = array_diff( array_keys( $fields ), $expected );
 		if ( $unknown ) {
 			return self::invalid( 'Unknown fields: ' . implode( ', ', $unknown ) . '.' );
@@ -398,6 +420,10 @@ final class Galley_Publishing {
 		if ( strlen( $payload['title'] ) > self::MAX_TITLE_BYTES ) {
 			return self::invalid( 'payload.title must be at most ' . self::MAX_TITLE_BYTES . ' bytes of UTF-8.' );
 		}
+		$republish = isset( $fields['republish'] ) ? $fields['republish'] : false;
+		if ( ! is_bool( $republish ) ) {
+			return self::invalid( 'republish must be true or false.' );
+		}
 		$key = $request->get_header( 'Idempotency-Key' );
 		if ( null === $key || '' === $key ) {
 			return self::invalid( 'The Idempotency-Key header is required.' );
@@ -415,6 +441,7 @@ final class Galley_Publishing {
 			'revision'      => $revision,
 			'payload_hash'  => $hash,
 			'payload'       => $payload,
+			'republish'     => $republish,
 		);
 	}
 
@@ -517,9 +544,12 @@ final class Galley_Publishing {
 				);
 			}
 
-			// 3. The fence: never an older (or the same) revision over a newer one.
+			// 3. The fence: never an older (or the same) revision over a newer one. A republish
+			//    restores the current revision with the hash it was published with, nothing else.
 			$current = (int) $brief->revision;
-			if ( $p['revision'] <= $current ) {
+			$restores = $p['republish'] && $p['revision'] === $current
+				&& $p['payload_hash'] === (string) $wpdb->get_var( $wpdb->prepare( "SELECT payload_hash FROM {$publications} WHERE brief_id = %s AND revision = %d ORDER BY id LIMIT 1", $p['brief_id'], $current ) );
+			if ( $p['republish'] ? ! $restores : $p['revision'] <= $current ) {
 				self::rollback( 0 );
 				throw new Galley_Publishing_Refusal(
 					self::answer(
@@ -594,6 +624,7 @@ final class Galley_Publishing {
 		$data  = array(
 			'post_title'   => $title,
 			'post_content' => $body,
+			'post_excerpt' => '', // Galley's payload has none: one left from an edit in wp-admin goes
 			'post_status'  => 'publish',
 			'post_type'    => 'post',
 		);
@@ -726,7 +757,9 @@ final class Galley_Publishing {
 		if ( ! $row || (string) $row->operation_key !== $key ) {
 			return self::not_found( 'No publication has this operation key.' );
 		}
-		return self::answer( 200, self::receipt( $row ) );
+		$body         = self::receipt( $row );
+		$body['live'] = self::live( (int) $row->post_id );
+		return self::answer( 200, $body );
 	}
 
 	public static function read_back( WP_REST_Request $request ) {
@@ -745,6 +778,7 @@ final class Galley_Publishing {
 			return self::not_found( 'No publication has this id.' );
 		}
 		$body            = self::receipt( $row );
+		$body['live']    = self::live( (int) $row->post_id );
 		$body['payload'] = json_decode( $row->payload, true );
 		$post            = get_post( (int) $row->post_id );
 		$body['post']    = $post ? array(
@@ -753,6 +787,37 @@ final class Galley_Publishing {
 			'status'  => $post->post_status,
 		) : null;
 		return self::answer( 200, $body );
+	}
+
+	/** What the post shows now (LIVE CONTENT above), read from the table, past any object cache; null without a post. */
+	private static function live( $post_id ) {
+		global $wpdb;
+		$post = $wpdb->get_row( $wpdb->prepare( "SELECT post_title, post_content, post_excerpt, post_status, post_modified_gmt FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
+		if ( ! $post ) {
+			return null;
+		}
+		$content = array(
+			'title' => (string) $post->post_title,
+			'body'  => (string) $post->post_content,
+		);
+		if ( '' !== (string) $post->post_excerpt ) {
+			$content['excerpt'] = (string) $post->post_excerpt;
+		}
+		try {
+			$hash = self::payload_hash( $content );
+		} catch ( JsonException $invalid ) {
+			// Text that is not UTF-8 is no payload Galley wrote: a hash that matches none.
+			$hash = hash( 'sha256', 'not-utf-8:' . serialize( $content ) );
+		}
+		return array(
+			'hash'         => $hash,
+			'title'        => (string) $post->post_title,
+			'body'         => (string) $post->post_content,
+			'excerpt'      => (string) $post->post_excerpt,
+			'status'       => (string) $post->post_status,
+			'revision'     => (int) get_post_meta( $post_id, 'galley_revision', true ),
+			'modified_gmt' => (string) $post->post_modified_gmt,
+		);
 	}
 
 	public static function brief( WP_REST_Request $request ) {

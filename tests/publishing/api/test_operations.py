@@ -147,7 +147,7 @@ def test_operator_actions__not_an_operator__403_and_nothing_changes(as_role, rol
     assert Operation.objects.get(id=dead.id).status == "dead"
 
 
-def test_revision_bound_approval__api_republish__stale_revision_written_again_as_the_next_revision(
+def test_revision_bound_approval__api_publish_as_next_revision__stale_revision_written_again_as_the_next_revision(
     operator_api, target, brief, revise, approver
 ):
     """The admin's "publish as the next revision" through the API: revision 2 carries revision 1's
@@ -156,8 +156,8 @@ def test_revision_bound_approval__api_republish__stale_revision_written_again_as
 
     first, operation = target_holds_another_revision(target, brief, revise, approver, held=1)
 
-    body = json.loads(operator_api.post(f"/operations/{operation.id}/republish").content)
-    again = json.loads(operator_api.post(f"/operations/{operation.id}/republish").content)
+    body = json.loads(operator_api.post(f"/operations/{operation.id}/publish-as-next-revision").content)
+    again = json.loads(operator_api.post(f"/operations/{operation.id}/publish-as-next-revision").content)
 
     assert (body["changed"], body["operation"]["status"]) == (True, "cancelled")
     assert body["message"].startswith("Wrote revision 2 with revision 1's approved content")
@@ -165,6 +165,6 @@ def test_revision_bound_approval__api_republish__stale_revision_written_again_as
     assert again["changed"] is False and again["message"].startswith("Nothing to do")
     assert AuditEvent.objects.filter(event_type="publication.republished_as_next_revision").count() == 1
     not_a_publication = dead_letter("test:dead")
-    refused = operator_api.post(f"/operations/{not_a_publication.id}/republish")
+    refused = operator_api.post(f"/operations/{not_a_publication.id}/publish-as-next-revision")
     assert refused.status_code == 400
     assert "nothing to publish again" in json.loads(refused.content)["detail"]

@@ -5,6 +5,7 @@ Idempotency-Key (invariant 1)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -389,10 +390,10 @@ def test_wordpress__speaks_the_protocol_under_the_plugin_namespace_with_basic_au
         (404, {"code": "rest_no_route"}, "copy publishing/clients/wordpress/galley-publishing.php"),
         (
             200,
-            {"plugin": "galley-publishing", "version": "0", "fence": True},
-            "Galley needs galley-publishing version 1",
+            {"plugin": "galley-publishing", "version": "1", "fence": True},
+            "Galley needs galley-publishing version 2",
         ),
-        (200, {"plugin": "galley-publishing", "version": "1", "fence": False}, "does not confirm its revision fence"),
+        (200, {"plugin": "galley-publishing", "version": "2", "fence": False}, "does not confirm its revision fence"),
     ],
     ids=["wrong-password", "no-plugin", "old-plugin", "no-fence"],
 )
@@ -403,10 +404,10 @@ def test_wordpress_check__says_what_is_wrong(status, body, expected):
 
 
 def test_wordpress_check__plugin_and_credentials_ok():
-    status = {"plugin": "galley-publishing", "version": "1", "fence": True, "user": "galley"}
+    status = {"plugin": "galley-publishing", "version": "2", "fence": True, "user": "galley"}
     with wordpress_client(answer(200, status)) as client:
         assert client.check() == (
-            "WordPress at http://wp.test: plugin galley-publishing 1, revision fence on, signed in as 'galley'"
+            "WordPress at http://wp.test: plugin galley-publishing 2, revision fence on, signed in as 'galley'"
         )
 
 
@@ -416,3 +417,35 @@ def test_wordpress__no_application_password__nothing_sent():
     with no_password as client, pytest.raises(TargetAuthError, match="GALLEY_WORDPRESS_APP_PASSWORD is empty"):
         client.lookup(KEY)
     assert sent == []
+
+
+LIVE = {
+    "hash": "c" * 64,
+    "title": "Harbour strike",
+    "body": "Dockers walked out at noon.",
+    "excerpt": "",
+    "status": "publish",
+    "revision": 1,
+    "modified_gmt": "2026-12-01 21:00:00",
+}
+
+
+def test_wordpress_read_back__live_content__parsed_beside_what_galley_sent():
+    receipt = {**RECEIPT, "live": LIVE}
+    with wordpress_client(answer(200, receipt)) as client:
+        read = client.read_back(RECEIPT["id"])
+    assert read.payload_hash == RECEIPT["payload_hash"]
+    assert read.live is not None
+    assert (read.live.hash, read.live.body, read.live.revision) == (LIVE["hash"], LIVE["body"], 1)
+    assert read.live.shows("c" * 64) and not read.live.shows(RECEIPT["payload_hash"])
+    assert not dataclasses.replace(read.live, status="draft").shows("c" * 64)  # not published: not shown
+
+
+@pytest.mark.parametrize(
+    "live",
+    [{**LIVE, "hash": "not-a-sha256"}, {**LIVE, "revision": "1"}, {**LIVE, "body": None}, "live"],
+    ids=["bad-hash", "revision-text", "body-null", "not-an-object"],
+)
+def test_wordpress_read_back__invalid_live_content__invalid_response_never_a_receipt(live):
+    with wordpress_client(answer(200, {**RECEIPT, "live": live})) as client, pytest.raises(TargetInvalidResponse):
+        client.read_back(RECEIPT["id"])

@@ -74,6 +74,32 @@ def publication_rows(wp: WordPress, *, key: str | None = None, brief_id: str | N
     return int(wp.scalar(f"SELECT COUNT(*) FROM wp_galley_publications WHERE {column} = {wp.quote(str(value))}"))
 
 
+def live(title: str, body: str, revision: int, *, excerpt: str = "", status: str = "publish") -> dict[str, Any]:
+    """The plugin's "live" report of a post showing this content (its modification time left out)."""
+    content = {"title": title, "body": body, **({"excerpt": excerpt} if excerpt else {})}
+    return {
+        "hash": payload_hash(content),
+        "title": title,
+        "body": body,
+        "excerpt": excerpt,
+        "status": status,
+        "revision": revision,
+    }
+
+
+def without_modified(body: dict[str, Any]) -> dict[str, Any]:
+    """A lookup or read-back body with live.modified_gmt checked for form and left out."""
+    reported = dict(body["live"])
+    assert len(reported.pop("modified_gmt")) == len("2026-12-01 21:00:00")
+    return {**body, "live": reported}
+
+
+def edit_post_as_admin(wp: WordPress, post_id: int, **fields: str) -> None:
+    """Change the post as an editor in wp-admin would: WordPress's core REST API, as the administrator."""
+    response = httpx.post(wp.rest(f"wp/v2/posts/{post_id}"), json=fields, auth=wp.auth, timeout=60)
+    assert response.status_code == 200, response.text
+
+
 def brief_rows(wp: WordPress, brief_id: str) -> int:
     return int(wp.scalar(f"SELECT COUNT(*) FROM wp_galley_briefs WHERE brief_id = {wp.quote(brief_id)}"))
 
@@ -430,7 +456,7 @@ def test_lookup_by_key__found_and_not_found(wordpress, api):
     no_key = api.get(PUBLICATIONS)
 
     assert found.status_code == 200, found.text
-    assert found.json() == receipt
+    assert without_modified(found.json()) == {**receipt, "live": live("Looked up", "By its operation key.", 1)}
     for response in (missing, near_miss):
         assert response.status_code == 404, response.text
         assert response.json()["error"] == "not_found"
@@ -448,13 +474,16 @@ def test_done_means_observed__read_back_shows_stored_hash_and_current_post(wordp
     read_second = api.get(f"{PUBLICATIONS}/{second['id']}")
 
     assert read_first.status_code == 200, read_first.text
-    assert read_first.json() == {
+    # Both rows report the brief's one post: the older row shows the newer revision live.
+    assert without_modified(read_first.json()) == {
         **first,
+        "live": live("Second title", "Second body.", 2),
         "payload": one["payload"],
         "post": {"title": "Second title", "content": "Second body.", "status": "publish"},
     }
-    assert read_second.json() == {
+    assert without_modified(read_second.json()) == {
         **second,
+        "live": live("Second title", "Second body.", 2),
         "payload": two["payload"],
         "post": {"title": "Second title", "content": "Second body.", "status": "publish"},
     }
@@ -478,8 +507,78 @@ def test_done_means_observed__permalink_serves_the_article(wordpress, api):
     assert body in text
 
 
-def test_status__reports_plugin_version_1(wordpress, api):
+def test_status__reports_plugin_version_2(wordpress, api):
     response = api.get("/wp-json/galley/v1/status")
 
     assert response.status_code == 200, response.text
-    assert response.json() == {"plugin": "galley-publishing", "version": "1", "fence": True, "user": wordpress.user}
+    assert response.json() == {"plugin": "galley-publishing", "version": "2", "fence": True, "user": wordpress.user}
+
+
+def test_drift__post_edited_in_wp_admin__live_hash_reports_the_edit_payload_hash_what_galley_sent(wordpress, api):
+    brief = new_brief()
+    sent = publication(brief, 1, "Harbour strike", "Dockers walked out at dawn.")
+    receipt = publish(api, sent).json()
+    assert without_modified(api.get(f"{PUBLICATIONS}/{receipt['id']}").json())["live"] == live(
+        "Harbour strike", "Dockers walked out at dawn.", 1
+    )
+    assert live("Harbour strike", "Dockers walked out at dawn.", 1)["hash"] == sent["payload_hash"]
+
+    edit_post_as_admin(wordpress, receipt["post_id"], content="Dockers walked out at noon.")  # title kept
+    edited = without_modified(api.get(f"{PUBLICATIONS}/{receipt['id']}").json())
+    edit_post_as_admin(wordpress, receipt["post_id"], excerpt="An excerpt Galley never approved.")
+    with_excerpt = without_modified(api.get(PUBLICATIONS, params={"operation_key": sent["operation_key"]}).json())
+
+    assert edited["payload_hash"] == with_excerpt["payload_hash"] == sent["payload_hash"]  # what Galley sent
+    assert edited["live"] == live("Harbour strike", "Dockers walked out at noon.", 1)
+    assert with_excerpt["live"] == live(
+        "Harbour strike", "Dockers walked out at noon.", 1, excerpt="An excerpt Galley never approved."
+    )
+
+
+def test_republish__current_revision_same_hash_own_key__restores_the_post_older_or_other_refused(wordpress, api):
+    brief = new_brief()
+    sent = publication(brief, 1, "Harbour strike", "Dockers walked out at dawn.")
+    receipt = publish(api, sent).json()
+    edit_post_as_admin(wordpress, receipt["post_id"], content="Dockers walked out at noon.", excerpt="Edited.")
+    republish = {**sent, "operation_key": f"republish:{brief}:revision-1:conflict-1", "republish": True}
+
+    replay_of_the_original = publish(api, sent)
+    restored = publish(api, republish)
+    replayed = publish(api, republish)
+    other_content = publish(
+        api,
+        {
+            **publication(brief, 1, "Harbour strike", "Other text.", key=f"republish:{brief}:revision-1:conflict-2"),
+            "republish": True,
+        },
+    )
+    plain_same_revision = publish(api, {**sent, "operation_key": f"republish:{brief}:revision-1:conflict-3"})
+
+    assert replay_of_the_original.status_code == 200  # the approved key's record replays: it changes nothing
+    assert (restored.status_code, replayed.status_code) == (201, 200), restored.text
+    assert replayed.json() == restored.json()
+    assert (restored.json()["revision"], restored.json()["post_id"]) == (1, receipt["post_id"])
+    read = without_modified(api.get(f"{PUBLICATIONS}/{receipt['id']}").json())
+    assert read["live"] == live("Harbour strike", "Dockers walked out at dawn.", 1)  # excerpt cleared too
+    for refused in (other_content, plain_same_revision):
+        assert refused.status_code == 409, refused.text
+        assert (refused.json()["error"], refused.json()["current_revision"]) == ("stale_revision", 1)
+    assert galley_posts(wordpress, brief) == [str(receipt["post_id"])]
+    assert publication_rows(wordpress, brief_id=brief) == 2
+
+
+def test_republish__post_trashed_in_wp_admin__restored_published_at_the_same_permalink(wordpress, api):
+    brief = new_brief()
+    sent = publication(brief, 1, f"Harbour strike {brief}", "Dockers walked out at dawn.")
+    receipt = publish(api, sent).json()
+    trashed = httpx.delete(wordpress.rest(f"wp/v2/posts/{receipt['post_id']}"), auth=wordpress.auth, timeout=60)
+    assert trashed.status_code == 200, trashed.text
+    assert without_modified(api.get(f"{PUBLICATIONS}/{receipt['id']}").json())["live"]["status"] == "trash"
+
+    restored = publish(api, {**sent, "operation_key": f"republish:{brief}:revision-1:conflict-1", "republish": True})
+
+    assert restored.status_code == 201, restored.text
+    read = without_modified(api.get(f"{PUBLICATIONS}/{receipt['id']}").json())
+    assert read["live"] == live(sent["payload"]["title"], sent["payload"]["body"], 1)
+    assert (read["permalink"], restored.json()["permalink"]) == (receipt["permalink"], receipt["permalink"])
+    assert httpx.get(receipt["permalink"], timeout=30).status_code == 200

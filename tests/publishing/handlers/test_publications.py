@@ -848,6 +848,34 @@ def test_done_means_observed__permalink_shows_another_article__retried_until_it_
     assert_published(brief, revision)
 
 
+def test_done_means_observed__page_shows_newer_published_revision__older_verify_superseded_no_operator(
+    target, brief, revise, approver, monkeypatch
+):
+    """Any target whose page for revision 1 shows revision 2, which Galley published since (one page
+    per brief): revision 1's verification is over, not retried into a dead letter."""
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(first, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    second = revise(brief, "The port is closed.", title="Harbour closed")
+    approve(second, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    real_fetch = TargetClient.fetch_permalink
+
+    def one_page_per_brief(self: TargetClient, url: str) -> str:
+        real_fetch(self, url)
+        return "Harbour closed. The port is closed."
+
+    monkeypatch.setattr(TargetClient, "fetch_permalink", one_page_per_brief)
+
+    assert run_worker(kinds=(VERIFY,)) == {"superseded": 1, "succeeded": 1}
+
+    old = verify_op(first)
+    assert (old.status, old.needs_operator, old.attempts) == ("superseded", False, 1)
+    assert old.last_error_message.startswith(f"the target shows revision 2 of {brief.public_id}, published since")
+    assert Publication.objects.get(revision=first).verified_at is None
+    assert_published(brief, second)
+
+
 @pytest.mark.parametrize("decision", [Approval.Decision.APPROVED, Approval.Decision.CHANGES_REQUESTED])
 def test_revision_bound_approval__decision_on_a_published_revision__refused_in_plain_words(
     target, brief, revise, approver, approver2, decision

@@ -26,15 +26,18 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections, transaction
+from django.test import Client
 from playwright.sync_api import expect
 
+from approvals.models import Notification
 from publishing.actions.briefs import check_create_brief
 from publishing.clients import target as target_client
 from publishing.clients.target import TargetStaleRevision, WordPressClient
 from publishing.hashing import payload_hash
-from publishing.identities import PUBLISH, VERIFY, publish_key
+from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, VERIFY, publish_key, republish_key
 from publishing.models import Publication, Revision
 from publishing.roles import Role
+from publishing.tasks import check_drift
 from tests.browser import PASSWORD, sign_in
 from tests.fault_proxy import DROP_AFTER_FORWARD, HANG_AFTER_FORWARD, UNAVAILABLE, FaultProxy
 from tests.publishing.handlers.test_publications import (
@@ -51,7 +54,7 @@ from tests.publishing.handlers.test_publications import (
 from tests.wordpress import WordPress
 from workers.actions.claims import claim_operations
 from workers.actions.operator import do_retry_operation_now
-from workers.models import Conflict
+from workers.models import AuditEvent, Conflict, Operation
 from workers.runner import drain, run_operation, run_startup_checks
 
 pytestmark = [pytest.mark.wordpress, pytest.mark.django_db(transaction=True)]
@@ -75,6 +78,12 @@ def _fast_retries(settings):
     """Retries a test does not look at happen at once; tests that look at one set their own backoff."""
     settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
     settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
+
+
+@pytest.fixture(autouse=True)
+def _drift_checks_back_to_back(settings):
+    """A published revision may be checked for drift again at once; the test of the interval sets its own."""
+    settings.GALLEY_DRIFT_CHECK_INTERVAL_MINUTES = 0
 
 
 @pytest.fixture(autouse=True)
@@ -572,7 +581,7 @@ def test_check_target__wordpress__plugin_and_credentials(direct, settings):
     out = StringIO()
     call_command("check_target", stdout=out)
     assert out.getvalue() == (
-        f"target ok: WordPress at {direct.url}: plugin galley-publishing 1, revision fence on, "
+        f"target ok: WordPress at {direct.url}: plugin galley-publishing 2, revision fence on, "
         f"signed in as {direct.user!r}\n"
     )
 
@@ -583,3 +592,329 @@ def test_check_target__wordpress__plugin_and_credentials(direct, settings):
         "The publishing target is not ready: The target refused our credentials; "
         "check GALLEY_WORDPRESS_USER / GALLEY_WORDPRESS_APP_PASSWORD"
     )
+
+
+def test_done_means_observed__older_verify_reads_newer_title_at_shared_permalink__superseded_no_operator(
+    direct, brief, revise, approver
+):
+    """One post per brief: once revision 2 (another title) is published, revision 1's permalink shows
+    revision 2. Revision 1's verification is then over (superseded), not a dead letter for an operator."""
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(first, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}  # revision 1 is at WordPress, not verified yet
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.", title="Harbour closed")
+    approve(second, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    assert run_worker(kinds=(VERIFY,)) == {"succeeded": 1, "superseded": 1}
+
+    old = verify_op(first)
+    assert (old.status, old.needs_operator, old.attempts) == ("superseded", False, 1)
+    assert old.last_error_message == (
+        f"the target shows revision 2 of {brief.public_id}, published since; that revision is verified on its own"
+    )
+    assert verify_op(second).status == "succeeded"
+    assert_published(brief, second)
+    assert_post_shows(direct, second)
+    assert not Notification.objects.filter(event=Notification.Event.PUBLISH_FAILED).exists()
+
+
+# --- drift: the site no longer shows the approved revision ----------------------------------------------
+
+
+def edit_post_as_admin(wordpress: WordPress, brief_id: str, **fields: str) -> None:
+    """Change the brief's post as an editor in wp-admin would: WordPress's core REST API, as the administrator."""
+    (post_id,) = galley_posts(wordpress, brief_id)
+    response = httpx.post(wordpress.rest(f"wp/v2/posts/{post_id}"), json=fields, auth=wordpress.auth, timeout=60)
+    assert response.status_code == 200, response.text
+
+
+def test_done_means_observed__post_edited_in_wp_admin_title_kept__verification_finds_drift_conflict(
+    direct, brief, revise, approver
+):
+    revision = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(revision, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    edit_post_as_admin(direct, brief.public_id, content="Dockers walked out at noon.")  # the title stays
+
+    assert run_worker(kinds=(VERIFY,)) == {"conflict": 1}
+
+    verify = verify_op(revision)
+    assert (verify.status, verify.needs_operator) == ("conflict", True)
+    conflict = Conflict.objects.get(operation=verify)
+    edited = payload_hash({"title": "Harbour strike", "body": "Dockers walked out at noon."})
+    assert (conflict.kind, conflict.existing_payload_hash, conflict.conflicting_payload_hash) == (
+        "drift",
+        revision.payload_hash,
+        edited,
+    )
+    assert conflict.target_state["payload_hash"] == revision.payload_hash  # what Galley sent, as the plugin keeps it
+    assert (conflict.target_state["live"]["body"], conflict.target_state["live"]["title"]) == (
+        "Dockers walked out at noon.",
+        "Harbour strike",
+    )
+    assert Publication.objects.get(revision=revision).verified_at is None
+    assert fresh(brief).published_revision_number is None
+
+
+def published_and_edited(wordpress: WordPress, brief, revise, approver, **edit: str) -> Revision:
+    """Revision 1 published and verified at WordPress, then its post edited in wp-admin."""
+    revision = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(revision, by=approver)
+    assert run_worker() == {"succeeded": 2}
+    assert_published(brief, revision)
+    edit_post_as_admin(wordpress, brief.public_id, **edit)
+    return revision
+
+
+def drift_checks(brief) -> list[Operation]:
+    return list(Operation.objects.filter(kind=DRIFT_CHECK, subject_id=brief.public_id).order_by("id"))
+
+
+def find_drift(wordpress: WordPress, brief, revise, approver, **edit: str) -> tuple[Revision, Operation]:
+    """The periodic check's round finds the edit: a drift conflict for an operator."""
+    revision = published_and_edited(wordpress, brief, revise, approver, **edit)
+    assert check_drift() == 1
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"conflict": 1}
+    (check,) = drift_checks(brief)
+    return revision, check
+
+
+def resolve(operator, operation: Operation, action: str, **fields: str) -> str:
+    """The operator's POST from the publication problem's admin page; the message shown after it."""
+    client = Client()
+    client.force_login(operator)
+    response = client.post(
+        f"/admin/publishing/publicationproblem/{operation.id}/resolve/", {"action": action, **fields}, follow=True
+    )
+    assert response.status_code == 200
+    return " ".join(str(message) for message in response.context["messages"])
+
+
+@pytest.fixture
+def staff_operator(operator):
+    operator.is_staff = True
+    operator.save(update_fields=["is_staff"])
+    return operator
+
+
+def test_drift__periodic_check__post_edited_title_kept__conflict_beside_the_approved_revision(
+    direct, brief, revise, approver, staff_operator, settings
+):
+    revision = published_and_edited(direct, brief, revise, approver, content="Dockers walked out at noon.")
+    untouched = check_create_brief(
+        title="Ferry strike", source_material="Ferries stayed in port.", acting_user=brief.author
+    )
+    other = revise(untouched, "Ferries stayed in port.", title="Ferry strike")
+    approve(other, by=approver)
+    assert run_worker() == {"succeeded": 2}
+    settings.GALLEY_DRIFT_CHECKS_PER_RUN = 1  # the rate bound: one publication per round
+
+    assert check_drift() == 1
+    assert check_drift() == 1  # the next round takes the one not checked yet
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"conflict": 1, "succeeded": 1}
+
+    (check,) = drift_checks(brief)
+    assert (check.status, check.needs_operator, check.arguments) == (
+        "conflict",
+        True,
+        {"revision": 1, "accepted_hash": ""},
+    )
+    assert drift_checks(untouched)[0].status == "succeeded"
+    conflict = Conflict.objects.get(operation=check)
+    assert (conflict.kind, conflict.existing_payload_hash) == ("drift", revision.payload_hash)
+    assert conflict.conflicting_payload_hash == payload_hash(
+        {"title": "Harbour strike", "body": "Dockers walked out at noon."}
+    )
+    assert Notification.objects.filter(event=Notification.Event.PUBLISH_FAILED, recipient=staff_operator).exists()
+    settings.GALLEY_DRIFT_CHECKS_PER_RUN = 100
+    settings.GALLEY_DRIFT_CHECK_INTERVAL_MINUTES = 60
+    assert check_drift() == 0  # the other brief was checked within the hour
+    settings.GALLEY_DRIFT_CHECK_INTERVAL_MINUTES = 0
+    assert check_drift() == 1  # the open drift is not checked again: only the other brief
+    # The operator sees the drift beside the approved revision.
+    client = Client()
+    client.force_login(staff_operator)
+    page = client.get(f"/admin/publishing/publicationproblem/{check.id}/change/").content.decode()
+    assert "Drift: the site no longer shows the approved revision" in page
+    assert "Dockers walked out at noon." in page and "Dockers walked out at dawn." in page
+    for button in ("Adopt what the site shows as a new revision", "Republish revision 1 over it", "Accept what"):
+        assert button in page
+    # The editors are told on the brief page.
+    client.force_login(brief.author)
+    notice = client.get(f"/briefs/{brief.public_id}/").content.decode()
+    assert "The site no longer shows revision 1 as it was approved." in notice
+
+
+def test_drift__republish_approved_revision__own_key_overwrites_the_edit_verified_audited(
+    direct, brief, revise, approver, staff_operator
+):
+    revision, check = find_drift(
+        direct, brief, revise, approver, content="Dockers walked out at noon.", excerpt="Not approved."
+    )
+    conflict = Conflict.objects.get(operation=check)
+
+    said = resolve(staff_operator, check, "republish")
+    again = resolve(staff_operator, check, "republish")
+
+    key = republish_key(brief.public_id, 1, conflict.id)
+    assert said == f"Republishing revision 1 over the drift ({key}); then it is verified."
+    assert again.startswith(f"Nothing to do: {check.key} is cancelled now.")
+    assert Operation.objects.filter(kind=REPUBLISH).count() == 1
+    assert run_worker(kinds=(REPUBLISH, VERIFY)) == {"succeeded": 2}
+    assert Operation.objects.get(key=key).status == "succeeded"
+    assert Operation.objects.get(key=f"verify:{key}").status == "succeeded"
+    assert_post_shows(direct, revision)
+    assert post_of(direct, brief.public_id)["excerpt"]["raw"] == ""
+    assert publication_rows(direct, brief.public_id) == [
+        application_of(revision),
+        (key, 1, revision.payload_hash),
+    ]
+    assert len(galley_posts(direct, brief.public_id)) == 1
+    assert_published(brief, revision)
+    conflict.refresh_from_db()
+    assert (conflict.resolved_by, conflict.accepted_payload_hash) == (staff_operator, "")
+    events = set(AuditEvent.objects.values_list("event_type", flat=True))
+    assert {"publication.republish_requested", "publication.republished", "operation.cancelled"} <= events
+    # The next round finds the post as approved.
+    assert check_drift() == 1
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"succeeded": 1}
+
+
+def test_drift__accept__recorded_with_reason_later_checks_quiet_until_it_changes_again(
+    direct, brief, revise, approver, staff_operator
+):
+    revision, check = find_drift(direct, brief, revise, approver, content="Dockers walked out at noon.")
+
+    refused = resolve(staff_operator, check, "accept_drift", reason="")
+    assert "reason" in refused.lower() and drift_checks(brief)[0].status == "conflict"
+    said = resolve(staff_operator, check, "accept_drift", reason="the desk fixed a typo in WordPress")
+    again = resolve(staff_operator, check, "accept_drift", reason="twice")
+
+    assert said == "Accepted: the site keeps what it shows; later checks compare with it."
+    assert again.startswith(f"Nothing to do: {check.key} is cancelled now.")
+    edited = payload_hash({"title": "Harbour strike", "body": "Dockers walked out at noon."})
+    conflict = Conflict.objects.get(operation=check)
+    assert (conflict.accepted_payload_hash, conflict.resolved_by) == (edited, staff_operator)
+    accepted = AuditEvent.objects.get(event_type="publication.drift_accepted")
+    assert (accepted.actor, accepted.new_state) == (
+        staff_operator,
+        {"accepted_hash": edited, "reason": "the desk fixed a typo in WordPress"},
+    )
+    assert post_of(direct, brief.public_id)["content"]["raw"] == "Dockers walked out at noon."  # left as it is
+    client = Client()
+    client.force_login(brief.author)
+    notice = client.get(f"/briefs/{brief.public_id}/").content.decode()
+    assert "Settled: an operator accepted what the site shows: the desk fixed a typo in WordPress." in notice
+    assert check_drift() == 1
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"succeeded": 1}
+    edit_post_as_admin(direct, brief.public_id, content="Dockers walked out at one.")
+    assert check_drift() == 1
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"conflict": 1}
+    assert_published(brief, revision)
+    # Republished over the new drift, the accepted text is no longer accepted: put back, it is a drift.
+    assert resolve(staff_operator, drift_checks(brief)[-1], "republish").startswith("Republishing revision 1")
+    assert run_worker(kinds=(REPUBLISH, VERIFY)) == {"succeeded": 2}
+    edit_post_as_admin(direct, brief.public_id, content="Dockers walked out at noon.")
+    assert check_drift() == 1
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"conflict": 1}
+
+
+def test_drift__adopt_as_new_revision__written_by_the_operator_approved_then_published(
+    direct, brief, revise, approver, staff_operator
+):
+    first, check = find_drift(direct, brief, revise, approver, content="Dockers walked out at noon.")
+
+    said = resolve(staff_operator, check, "adopt_drift")
+    again = resolve(staff_operator, check, "adopt_drift")
+
+    assert said == "Adopted what the site shows as revision 2; it waits for approval."
+    assert again.startswith(f"Nothing to do: {check.key} is cancelled now.")
+    adopted = Revision.objects.get(brief=brief, number=2)
+    assert (adopted.payload, adopted.author) == (
+        {"title": "Harbour strike", "body": "Dockers walked out at noon."},
+        staff_operator,
+    )
+    assert fresh(brief).status == "in_review"
+    assert AuditEvent.objects.filter(event_type="publication.drift_adopted", actor=staff_operator).count() == 1
+    assert check_drift() == 1  # until revision 2 is published, what the site shows is what was adopted
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"succeeded": 1}
+
+    approve(adopted, by=approver)
+    assert run_worker() == {"succeeded": 2}
+    assert_published(brief, adopted)
+    assert_post_shows(direct, adopted)
+    assert Publication.objects.get(revision=first).verified_at is not None
+
+
+def test_drift__found_by_the_verification__accept_refused_republish_publishes_it(
+    direct, brief, revise, approver, staff_operator
+):
+    """Edited before its read-back: the revision was never observed as approved, so accepting is refused
+    (it would not make it so); republishing writes it again and its verification publishes it."""
+    revision = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(revision, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    edit_post_as_admin(direct, brief.public_id, content="Dockers walked out at noon.")
+    assert run_worker(kinds=(VERIFY,)) == {"conflict": 1}
+    verify = verify_op(revision)
+    client = Client()
+    client.force_login(staff_operator)
+    page = client.get(f"/admin/publishing/publicationproblem/{verify.id}/change/").content.decode()
+    assert "Accepting is not offered: revision 1 was never verified" in page
+
+    refused = resolve(staff_operator, verify, "accept_drift", reason="fine as it is")
+    assert refused.startswith("This revision was never verified")
+    assert verify_op(revision).status == "conflict"
+    assert resolve(staff_operator, verify, "republish").startswith("Republishing revision 1 over the drift")
+    assert run_worker(kinds=(REPUBLISH, VERIFY)) == {"succeeded": 2}
+
+    assert_published(brief, revision)
+    assert_post_shows(direct, revision)
+    assert verify_op(revision).status == "cancelled"
+
+
+def test_drift__excerpt_only__adopt_refused_in_plain_words_nothing_written(
+    direct, brief, revise, approver, staff_operator
+):
+    _revision, check = find_drift(direct, brief, revise, approver, excerpt="A teaser nobody approved.")
+    conflict = Conflict.objects.get(operation=check)
+    assert conflict.target_state["live"]["excerpt"] == "A teaser nobody approved."
+
+    refused = resolve(staff_operator, check, "adopt_drift")
+
+    assert refused.startswith("The site's title and body are revision 1's own; only its excerpt or status differ")
+    assert Revision.objects.filter(brief=brief).count() == 1
+    assert (drift_checks(brief)[0].status, fresh(brief).status) == ("conflict", "published")
+    assert not AuditEvent.objects.filter(event_type="publication.drift_adopted").exists()
+
+
+def test_done_means_observed__post_shows_newer_revision_sent_not_yet_recorded__superseded_not_drift(
+    direct, brief, revise, approver
+):
+    """Revision 2 reached WordPress but its worker has not recorded it yet (it is cut off after the
+    send): revision 1's read-back shows revision 2's content live. That is Galley's own newer revision,
+    not an edit at the target: revision 1's verification is over, no drift for an operator."""
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(first, by=approver)
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+    second = revise(brief, "Dockers walked out at dawn. The port is closed.", title="Harbour closed")
+    approve(second, by=approver)
+    (cut_off,) = claim_operations(worker_id="w-cut-off", limit=1, kinds=[PUBLISH])
+    with wordpress_client(direct) as client:  # what the cut-off worker sent
+        client.publish(
+            operation_key=cut_off.key,
+            brief_id=brief.public_id,
+            revision=2,
+            payload_hash=second.payload_hash,
+            payload=second.payload,
+        )
+    assert not Publication.objects.filter(revision=second).exists()
+
+    assert run_worker(kinds=(VERIFY,)) == {"superseded": 1}
+
+    assert (verify_op(first).status, verify_op(first).needs_operator) == ("superseded", False)
+    assert not Conflict.objects.exists()
+    expire_lease(publish_op(second))  # the cut-off worker never comes back: its publish is adopted
+    assert run_worker() == {"succeeded": 2}
+    assert_published(brief, second)
+    assert publication_rows(direct, brief.public_id) == [application_of(first), application_of(second)]

@@ -1,0 +1,81 @@
+"""Drift at the target (README, "Drift at the target"): the periodic check's intents and the
+republish's continuation. The operator's ways to end a drift are in publishing.actions.resolutions.
+No action calls the target: the check and the republish are operations a worker runs."""
+
+from __future__ import annotations
+
+import datetime
+
+from django.db import connection, transaction
+
+from publishing.identities import (
+    DRIFT_CHECK,
+    VERIFY,
+    drift_check_key,
+    publish_key,
+    republish_verify_key,
+    revision_subject_id,
+)
+from publishing.models import Revision
+from publishing.selectors import list_due_drift_checks
+from workers.actions.enqueue import enqueue_operation
+from workers.audit import record_audit_event
+from workers.models import Dependency
+
+# pg_advisory_xact_lock key of a drift round ("DRIFT" in ASCII).
+DRIFT_ROUND_LOCK_KEY = 0x4452494654
+
+
+@transaction.atomic(savepoint=False)
+def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
+    """One round of the periodic check: a `drift_check` operation for each of at most `limit`
+    published revisions not checked within `interval` (publishing.selectors.list_due_drift_checks), keyed by the
+    round's database time. A publication whose check is still under way is left out, so rounds never
+    pile checks up, whatever their number or overlap. Returns how many it enqueued."""
+    if limit <= 0:
+        return 0
+    with connection.cursor() as cursor:
+        # One round at a time: a concurrent one waits here, then sees this one's checks (under way,
+        # so left out) in its own statements' snapshots.
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [DRIFT_ROUND_LOCK_KEY])
+        cursor.execute("""SELECT to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS.US"Z"')""")
+        (round_id,) = cursor.fetchone()
+    enqueued = 0
+    for due in list_due_drift_checks(limit=limit, interval=interval):
+        enqueued += enqueue_operation(
+            key=drift_check_key(due.public_id, due.number, round_id),
+            kind=DRIFT_CHECK,
+            payload_hash=due.payload_hash,
+            subject_type="brief",
+            subject_id=due.public_id,
+            arguments={"revision": due.number, "accepted_hash": due.accepted_hash},
+        ).created
+    return enqueued
+
+
+@transaction.atomic(savepoint=False)
+def do_record_republication(
+    revision: Revision, *, republish_operation_id: int, republish_key: str, conflict_id: int, external_id: str
+) -> None:
+    """The republish's finalize (in its fenced transaction, invariant 5): its verification intent, which
+    reads the revision's publication back and observes the post showing it again, and the audit record.
+    Idempotent: the verification is keyed by the republish. No new publication: the revision has one."""
+    public_id = revision.brief.public_id
+    enqueued = enqueue_operation(
+        key=republish_verify_key(public_id, revision.number, conflict_id),
+        kind=VERIFY,
+        payload_hash=revision.payload_hash,
+        subject_type="brief",
+        subject_id=public_id,
+        arguments={"revision": revision.number, "publish_key": publish_key(public_id, revision.number)},
+        after=[(republish_operation_id, Dependency.Requires.SUCCESS)],
+    )
+    if enqueued.created:
+        record_audit_event(
+            acting_user=None,
+            event_type="publication.republished",
+            subject_type="revision",
+            subject_id=revision_subject_id(public_id, revision.number),
+            old_state=None,
+            new_state={"operation": republish_key, "external_id": external_id, "payload_hash": revision.payload_hash},
+        )
