@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -19,6 +20,8 @@ from publishing.api.briefs import router as briefs_router
 from publishing.api.common import PROBLEM_CONTENT_TYPE, TokenAuth, problem_response, refusal_response
 from publishing.api.operations import router as operations_router
 from publishing.errors import GalleyError
+from publishing.middleware import busy_response
+from workers.errors import is_lock_timeout
 
 
 class GalleyAPI(NinjaAPI):
@@ -99,3 +102,12 @@ def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     """Ninja's own refusals, e.g. a body that is not JSON (400)."""
     slug, title = ("invalid-request", "Invalid request") if exc.status_code == 400 else ("refused", "Refused")
     return problem_response(exc.status_code, slug=slug, title=title, detail=str(exc))
+
+
+@api.exception_handler(OperationalError)
+def database_error(request: HttpRequest, exc: OperationalError) -> HttpResponse:
+    """A write that met the lock bound is a 503 "busy, try again" with Retry-After (nothing was
+    written); any other database error goes on to Django's handling."""
+    if is_lock_timeout(exc):
+        return busy_response(request)
+    raise exc

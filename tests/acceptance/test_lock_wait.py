@@ -1,0 +1,143 @@
+"""A brief's row lock held by another session while a real worker publishes (PRODUCT.md invariants 8, 9, 13).
+
+The deterministic reproduction of a published revision turned dead letter: a second PostgreSQL session
+(as a `psql` would: no bound of Galley's on it) holds the brief's row lock for several leases while one
+worker process publishes. The target applies the revision; the worker's finalize then waits for the
+brief. Without a bound it waited for ever, its lease ran out, every takeover counted as a failed attempt,
+and the operation went dead although the target held it, with no Publication and no audit record; the
+editors' saves on that brief waited as long.
+
+With the bound (GALLEY_LOCK_TIMEOUT_SECONDS, shrunk here with the lease so that the test takes seconds):
+the finalize waits again and again holding its lease (a wait, not a failure), the editor's save answers
+at once "this brief is busy, try again" with the text kept, and when the lock is free the publication
+is recorded, audited and verified, with no dead letter and no attempt counted against the budget.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from publishing.identities import publish_key, revision_subject_id
+from publishing.models import Brief, Publication
+from tests.acceptance import test_crash_points as recovery
+from tests.acceptance.test_crash_points import approve, assert_published_exactly_once, worker_env, write_revision
+from tests.processes import run_worker, wait_until
+from workers.models import Attempt, AuditEvent, Operation
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+
+start_target = recovery.start_target
+
+LEASE_SECONDS = 6
+TIMEOUT_SECONDS = 2
+LOCK_TIMEOUT_SECONDS = 1
+# Several leases: before the bound, each of them was a takeover counted as a failed attempt.
+HOLD_SECONDS = 4 * LEASE_SECONDS
+
+
+def hold_brief_lock(brief: Brief) -> psycopg.Connection:
+    """A session of its own, as `psql` would open one (no lock or idle bound of Galley's), holding the
+    brief's row lock in an open transaction."""
+    database = connection.settings_dict
+    holder = psycopg.connect(
+        dbname=database["NAME"],
+        user=database["USER"],
+        password=database["PASSWORD"],
+        host=database["HOST"],
+        port=database["PORT"],
+        options="-c idle_in_transaction_session_timeout=0",
+    )
+    holder.execute("SELECT id FROM publishing_brief WHERE id = %s FOR UPDATE", [brief.id])
+    return holder
+
+
+def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_busy(
+    start_target, spawn, editor, approver, client
+):
+    target = start_target()
+    revision = write_revision(editor)
+    brief = revision.brief
+    key = publish_key(brief.public_id, revision.number)
+    # Approved first (the approval locks the brief too); no worker runs until the lock is held.
+    approve(revision, approver)
+    holder = hold_brief_lock(brief)
+    released = threading.Event()
+
+    def release() -> None:
+        holder.rollback()
+        holder.close()
+        released.set()
+
+    timer = threading.Timer(HOLD_SECONDS, release)
+    try:
+        timer.start()
+        # A small budget: before the bound, the takeovers behind the lock spent it within the hold.
+        env = worker_env(
+            target,
+            lease=LEASE_SECONDS,
+            timeout=TIMEOUT_SECONDS,
+            GALLEY_LOCK_TIMEOUT_SECONDS=str(LOCK_TIMEOUT_SECONDS),
+            GALLEY_MAX_ATTEMPTS="3",
+        )
+        worker = run_worker(spawn, "worker", env=env)
+        wait_until(
+            lambda: [row["operation_key"] for row in target.applications()] == [key],
+            timeout=60,
+            what="the target's application",
+        )
+        assert not released.is_set(), "the lock was released before the target applied the revision"
+
+        # The editor saves the next revision while the brief is held: a clear answer within the lock
+        # bound (this process's own, the default), never a wait for the holder; the text is kept.
+        client.force_login(editor)
+        typed = "Dockers walked out at dawn.\n\nTalks resume on Monday, the union says."
+        started = time.monotonic()
+        response = client.post(
+            reverse("publishing:revision_edit", args=[brief.public_id]),
+            {"base_number": revision.number, "title": "Harbour strike", "body": typed},
+        )
+        answered_in = time.monotonic() - started
+        assert not released.is_set(), "the save waited for the holder"
+        assert response.status_code == 503, response.content[:2000]
+        assert response["Retry-After"]
+        page = response.content.decode()
+        assert "This brief is busy" in page and "try again" in page
+        assert "Talks resume on Monday, the union says." in page
+        assert answered_in < HOLD_SECONDS
+        assert brief.revisions.count() == 1
+
+        assert worker.wait(timeout=HOLD_SECONDS + 120) == 0, worker.output()
+    finally:
+        timer.cancel()
+        if not released.is_set():
+            release()
+
+    # The worker waited for the lock holding its lease, and published once, recorded and verified.
+    assert "waiting again" in worker.output()
+    assert_published_exactly_once(revision, target)
+    publication = Publication.objects.get(operation_key=key)
+    assert publication.external_id == target.held(key)["id"]
+    subject = revision_subject_id(brief.public_id, revision.number)
+    assert AuditEvent.objects.filter(event_type="publication.recorded", subject_id=subject).count() == 1
+    assert AuditEvent.objects.filter(event_type="publication.verified", subject_id=brief.public_id).exists()
+
+    # No dead letter, and no attempt counted against the budget but the one that succeeded.
+    assert not Operation.objects.filter(status__in=["dead", "conflict"]).exists()
+    publish = Operation.objects.get(key=key)
+    assert publish.attempts - publish.waits == 1
+    assert not publish.needs_operator
+    assert not Attempt.objects.filter(operation=publish, outcome__in=["dead", "retry"]).exists()
+
+    # Once the brief is free, the same save goes through.
+    response = client.post(
+        reverse("publishing:revision_edit", args=[brief.public_id]),
+        {"base_number": revision.number, "title": "Harbour strike", "body": typed},
+    )
+    assert response.status_code == 302
+    assert brief.revisions.count() == 2
