@@ -181,6 +181,53 @@ SELECT (SELECT status FROM advanced),
 """  # noqa: S608 -- table names from the models; every value is a parameter
 
 
+def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, published_number: int) -> None:
+    """Every application at the target ends with a Publication and an audit record, even a replaced one.
+
+    A stuck publish of an older revision (dead or in conflict, about to be cancelled for revision
+    `published_number`) whose attempt recorded the target's receipt before its finalize (the
+    operation's `result`: workers.actions.claims) was applied there although it never finalized. It
+    gets its Publication now, never verified (the target shows the newer revision), and an audit
+    record saying which revision superseded it. The brief's published revision is not touched: it
+    only ever advances (invariant 4), and only a verification advances it.
+
+    In the verification's finalize, the brief locked (README, "Lock order")."""
+    if not operation_ids:
+        return
+    applied = [
+        operation
+        for operation in Operation.objects.filter(id__in=operation_ids, kind=PUBLISH).order_by("id")
+        if isinstance(operation.result, dict) and operation.result.get("external_id")
+    ]
+    for operation in applied:
+        revision = Revision.objects.get(brief_id=brief_id, number=int(operation.arguments["revision"]))
+        receipt = operation.result
+        _publication, created = Publication.objects.get_or_create(
+            operation_key=operation.key,
+            defaults={
+                "brief_id": brief_id,
+                "revision": revision,
+                "payload_hash": revision.payload_hash,
+                "external_id": str(receipt["external_id"]),
+                "permalink": str(receipt.get("permalink", "")),
+            },
+        )
+        if created:
+            record_audit_event(
+                acting_user=None,
+                event_type="publication.recorded",
+                subject_type="revision",
+                subject_id=revision_subject_id(operation.subject_id, revision.number),
+                old_state=None,
+                new_state={
+                    "external_id": receipt["external_id"],
+                    "permalink": receipt.get("permalink", ""),
+                    "payload_hash": revision.payload_hash,
+                    "superseded_by_revision": published_number,
+                },
+            )
+
+
 @transaction.atomic(savepoint=False)
 def do_record_verification(publication: Publication) -> None:
     """Record the observation (invariant 10) and advance the brief's published revision, never
@@ -209,6 +256,7 @@ def do_record_verification(publication: Publication) -> None:
         return
     if latest == number and status != Brief.Status.PUBLISHED:
         check_brief_transition(public_id, status, Brief.Status.PUBLISHED)  # raises: the finalize rolls back
+    _record_replaced_applications(replaced, brief_id=publication.brief_id, published_number=number)
     do_close_replaced_problems(replaced, published_number=number)
     record_audit_event(
         acting_user=None,
