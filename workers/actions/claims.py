@@ -24,6 +24,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from workers.audit import record_audit_event
+from workers.crashpoints import crash_point
 from workers.doorbell import ring_doorbell
 from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed, is_lock_timeout
 from workers.models import Attempt, Conflict, Operation, OperationStatus
@@ -338,6 +339,8 @@ def _finalize(claimed: ClaimedOperation, success: Success, *, started: float) ->
     with transaction.atomic(durable=True):
         if success.finalize is not None:
             success.finalize()
+        # The domain's locks (a publish's brief) are held here: tests freeze or kill a worker at this line.
+        crash_point("in_finalize", kind=claimed.kind)
         params = {
             **_fence_params(claimed),
             "result": json.dumps(success.result),
