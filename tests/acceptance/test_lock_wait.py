@@ -15,12 +15,15 @@ is recorded, audited and verified, with no dead letter and no attempt counted ag
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
 import psycopg
 import pytest
 from django.db import connection
+from django.db.models.functions import Now
 from django.urls import reverse
 
 from publishing.identities import publish_key, revision_subject_id
@@ -58,8 +61,11 @@ def hold_brief_lock(brief: Brief) -> psycopg.Connection:
 
 
 def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_busy(
-    start_target, spawn, editor, approver, client
+    start_target, spawn, editor, approver, client, settings
 ):
+    # A small budget (the operation takes it when the approval enqueues it): before the bound, the
+    # takeovers behind the lock spent it within the hold.
+    settings.GALLEY_MAX_ATTEMPTS = 3
     target = start_target()
     revision = write_revision(editor)
     brief = revision.brief
@@ -77,13 +83,8 @@ def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_bu
     timer = threading.Timer(HOLD_SECONDS, release)
     try:
         timer.start()
-        # A small budget: before the bound, the takeovers behind the lock spent it within the hold.
         env = worker_env(
-            target,
-            lease=LEASE_SECONDS,
-            timeout=TIMEOUT_SECONDS,
-            GALLEY_LOCK_TIMEOUT_SECONDS=str(LOCK_TIMEOUT_SECONDS),
-            GALLEY_MAX_ATTEMPTS="3",
+            target, lease=LEASE_SECONDS, timeout=TIMEOUT_SECONDS, GALLEY_LOCK_TIMEOUT_SECONDS=str(LOCK_TIMEOUT_SECONDS)
         )
         worker = run_worker(spawn, "worker", env=env)
         wait_until(
@@ -141,3 +142,48 @@ def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_bu
     )
     assert response.status_code == 302
     assert brief.revisions.count() == 2
+
+
+def test_finalize__worker_frozen_holding_brief_lock__takeover_not_counted_and_publication_recorded(
+    start_target, spawn, editor, approver, settings
+):
+    """The SIGSTOP variant, deterministic: worker A stops itself (SIGSTOP) inside its publish finalize,
+    the brief locked, on the last attempt the budget allows. PostgreSQL ends A's idle transaction (the
+    brief is free again); A's lease runs out; worker B takes over (not counted: A had recorded the
+    target's receipt), adopts what the target applied and finalizes it while A is still frozen."""
+    settings.GALLEY_MAX_ATTEMPTS = 1  # taken by the operation when the approval enqueues it
+    target = start_target()
+    revision = write_revision(editor)
+    approve(revision, approver)
+    key = publish_key(revision.brief.public_id, revision.number)
+    bounds = {
+        "GALLEY_LOCK_TIMEOUT_SECONDS": str(LOCK_TIMEOUT_SECONDS),
+        "GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "2",
+    }
+    env_a = worker_env(
+        target, lease=LEASE_SECONDS, timeout=TIMEOUT_SECONDS, GALLEY_FREEZE_POINT="in_finalize:publish", **bounds
+    )
+    worker_a = run_worker(spawn, "worker-a", env=env_a)
+    worker_a.wait_for_output("freeze point in_finalize:publish reached", timeout=120)
+    try:
+        wait_until(
+            lambda: Operation.objects.filter(key=key, lease_expires_at__lt=Now()).exists(),
+            timeout=LEASE_SECONDS + 60,
+            what="the expiry of A's lease",
+        )
+        worker_b = run_worker(spawn, "worker-b", env=worker_env(target, **bounds))
+        assert worker_b.wait(timeout=120) == 0, worker_b.output()
+        assert worker_a.process.poll() is None  # still frozen: B did not wait for it
+    finally:
+        os.kill(worker_a.process.pid, signal.SIGKILL)
+
+    assert_published_exactly_once(revision, target)
+    subject = revision_subject_id(revision.brief.public_id, revision.number)
+    assert AuditEvent.objects.filter(event_type="publication.recorded", subject_id=subject).count() == 1
+    publish = Operation.objects.get(key=key)
+    # One attempt allowed, two made: A's, frozen after the target applied it, was not counted.
+    assert publish.attempts == 2 and publish.attempts - publish.waits == 1
+    (b_attempt,) = Attempt.objects.filter(operation=publish, worker_id="worker-b")
+    assert b_attempt.ambiguous and b_attempt.outcome == Attempt.Outcome.SUCCEEDED
+    assert publish.result["first_application"] is False  # B adopted what A's request applied
+    assert not Operation.objects.filter(status__in=["dead", "conflict"]).exists()
