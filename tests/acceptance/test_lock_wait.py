@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 
-import psycopg
 import pytest
-from django.db import connection
 from django.db.models.functions import Now
 from django.urls import reverse
 
 from publishing.identities import publish_key, revision_subject_id
-from publishing.models import Brief, Publication
+from publishing.models import Publication
 from tests.acceptance import test_crash_points as recovery
 from tests.acceptance.test_crash_points import approve, assert_published_exactly_once, worker_env, write_revision
+from tests.concurrency import brief_locked
 from tests.processes import run_worker, wait_until
 from workers.models import Attempt, AuditEvent, Operation
 
@@ -44,22 +42,6 @@ LOCK_TIMEOUT_SECONDS = 1
 HOLD_SECONDS = 4 * LEASE_SECONDS
 
 
-def hold_brief_lock(brief: Brief) -> psycopg.Connection:
-    """A session of its own, as `psql` would open one (no lock or idle bound of Galley's), holding the
-    brief's row lock in an open transaction."""
-    database = connection.settings_dict
-    holder = psycopg.connect(
-        dbname=database["NAME"],
-        user=database["USER"],
-        password=database["PASSWORD"],
-        host=database["HOST"],
-        port=database["PORT"],
-        options="-c idle_in_transaction_session_timeout=0",
-    )
-    holder.execute("SELECT id FROM publishing_brief WHERE id = %s FOR UPDATE", [brief.id])
-    return holder
-
-
 def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_busy(
     start_target, spawn, editor, approver, client, settings
 ):
@@ -72,17 +54,7 @@ def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_bu
     key = publish_key(brief.public_id, revision.number)
     # Approved first (the approval locks the brief too); no worker runs until the lock is held.
     approve(revision, approver)
-    holder = hold_brief_lock(brief)
-    released = threading.Event()
-
-    def release() -> None:
-        holder.rollback()
-        holder.close()
-        released.set()
-
-    timer = threading.Timer(HOLD_SECONDS, release)
-    try:
-        timer.start()
+    with brief_locked(brief, at_most=HOLD_SECONDS) as released:
         env = worker_env(
             target, lease=LEASE_SECONDS, timeout=TIMEOUT_SECONDS, GALLEY_LOCK_TIMEOUT_SECONDS=str(LOCK_TIMEOUT_SECONDS)
         )
@@ -113,11 +85,9 @@ def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_bu
         assert answered_in < HOLD_SECONDS
         assert brief.revisions.count() == 1
 
-        assert worker.wait(timeout=HOLD_SECONDS + 120) == 0, worker.output()
-    finally:
-        timer.cancel()
-        if not released.is_set():
-            release()
+        # The worker waits as long as the lock is held, then finishes.
+        released.wait()
+    assert worker.wait(timeout=120) == 0, worker.output()
 
     # The worker waited for the lock holding its lease, and published once, recorded and verified.
     assert "waiting again" in worker.output()
