@@ -304,21 +304,23 @@ def complete_operation(claimed: ClaimedOperation, success: Success, *, started: 
     is still its own. Raises LeaseLost.
     """
     params = {**_fence_params(claimed), "result": json.dumps(success.result), "lease": settings.GALLEY_LEASE_SECONDS}
-    with execute_prepared(RECORD_RESULT_SQL, params) as cursor:
-        if cursor.rowcount == 0:
-            raise LeaseLost(claimed.key)
-    waited_since: float | None = None
+    recorded = False
+    waiting_since = time.monotonic()
     while True:
         try:
+            if not recorded:
+                with execute_prepared(RECORD_RESULT_SQL, params) as cursor:
+                    if cursor.rowcount == 0:
+                        raise LeaseLost(claimed.key)
+                recorded = True
             _finalize(claimed, success, started=started)
             return
         except OperationalError as error:
             if not is_lock_timeout(error):
                 raise
-        waited_since = waited_since or time.monotonic()
         logger.warning(
-            "finalize waited %.0f s for a lock another session holds; waiting again",
-            time.monotonic() - waited_since,
+            "finalize waited %.1f s for a lock another session holds; waiting again",
+            time.monotonic() - waiting_since,
             extra=claimed.log_extra(),
         )
         try:
