@@ -21,6 +21,7 @@ from approvals.models import Approval
 from publishing.handlers.publications import handle_publish
 from publishing.identities import PUBLISH, VERIFY, publish_key, revision_subject_id
 from publishing.models import Brief, Publication, Revision
+from publishing.timeline import get_brief_timeline
 from workers.actions.claims import claim_operations, complete_operation
 from workers.actions.housekeeping import reconcile_expired_leases
 from workers.models import AuditEvent, Operation
@@ -80,3 +81,9 @@ def test_every_application_recorded__older_revision_applied_then_newer_published
     dead = Operation.objects.get(key=first_key)
     assert (dead.status, dead.last_error_message) == ("cancelled", "revision 2 was published instead")
     assert Publication.objects.get(revision=second).verified_at is not None
+    # The brief's timeline says so, rather than "Verifying" for ever.
+    entries = [e for e in get_brief_timeline(brief, viewer=approver).entries if e.kind == "publication"]
+    assert {(e.status, e.description) for e in entries} == {
+        ("published", "Revision 2 published, read back and verified"),
+        ("superseded", "Revision 1 applied at the target, superseded: revision 2 is published"),
+    }
