@@ -2,7 +2,8 @@
 revision supersedes it (PRODUCT.md invariants 4 and 13), with the real reference target over HTTP.
 
 Revision 1 is applied at the target; its worker recorded the target's receipt, then stopped inside its
-finalize, and the operation ended dead (its deadline passed while it was stuck). Revision 2 is then
+finalize, and the operation ended dead (its deadline passed while it was stuck), left so or cancelled by
+an operator. Revision 2 is then
 published and verified first. Revision 1 was live at the target: it ends with its Publication (never
 verified, marked superseded in its audit record), and the brief's published revision stays 2.
 """
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from approvals.actions import check_decide_revision
 from approvals.models import Approval
+from publishing.actions.resolutions import check_cancel_publication
 from publishing.handlers.publications import handle_publish
 from publishing.identities import PUBLISH, VERIFY, publish_key, revision_subject_id
 from publishing.models import Brief, Publication, Revision
@@ -42,8 +44,9 @@ def approve(revision: Revision, *, by) -> None:
         )
 
 
+@pytest.mark.parametrize("operator_cancels", [False, True], ids=["dead-letter", "cancelled-by-an-operator"])
 def test_every_application_recorded__older_revision_applied_then_newer_published_first__publication_and_audit(
-    target, brief, revise, approver, settings
+    target, brief, revise, approver, operator, settings, operator_cancels
 ):
     settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
     first = revise(brief, "Dockers walked out at dawn.")
@@ -60,6 +63,11 @@ def test_every_application_recorded__older_revision_applied_then_newer_published
     past = timezone.now() - datetime.timedelta(hours=1)
     Operation.objects.filter(key=first_key).update(lease_expires_at=past, deadline=past)
     assert reconcile_expired_leases()["dead"] == 1  # stuck past its deadline: a dead letter
+    if operator_cancels:
+        with transaction.atomic(durable=True):
+            check_cancel_publication(
+                Operation.objects.get(key=first_key), reason="Superseded by the correction", acting_user=operator
+            )
 
     second = revise(brief, "Dockers walked out at dawn. The port is closed.")
     approve(second, by=approver)
@@ -77,9 +85,14 @@ def test_every_application_recorded__older_revision_applied_then_newer_published
     )
     assert event.new_state["superseded_by_revision"] == 2
     assert event.new_state["external_id"] == success.result["external_id"]
-    # The dead letter is over: cancelled for the newer revision, as before.
+    # The dead letter is over: cancelled, by the operator or for the newer revision, as before.
+    reason = (
+        "cancelled by an operator: Superseded by the correction"
+        if operator_cancels
+        else ("revision 2 was published instead")
+    )
     dead = Operation.objects.get(key=first_key)
-    assert (dead.status, dead.last_error_message) == ("cancelled", "revision 2 was published instead")
+    assert (dead.status, dead.last_error_message) == ("cancelled", reason)
     assert Publication.objects.get(revision=second).verified_at is not None
     # The brief's timeline says so, rather than "Verifying" for ever.
     entries = [e for e in get_brief_timeline(brief, viewer=approver).entries if e.kind == "publication"]
