@@ -410,6 +410,9 @@ class Workers:
         with self.lock:
             for slot in self.slots:
                 if slot.process is not None:
+                    # One still frozen would take SIGTERM only once thawed: after stop's whole wait.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(slot.process.pid, signal.SIGCONT)
                     stop(slot.process)
 
 
