@@ -20,6 +20,8 @@ from publishing.api.briefs import router as briefs_router
 from publishing.api.common import PROBLEM_CONTENT_TYPE, TokenAuth, problem_response, refusal_response
 from publishing.api.operations import router as operations_router
 from publishing.errors import GalleyError
+from publishing.middleware import busy_response
+from workers.errors import is_lock_timeout
 
 
 class GalleyAPI(NinjaAPI):
@@ -102,9 +104,13 @@ _OUTAGE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
 
 
 @api.exception_handler(DatabaseError)
-def database_unavailable(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
-    """The database cannot be reached: 503 problem details, which a client retries. Any other
+def database_error(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+    """One handler for every database error (django-ninja picks one handler by class and chains
+    none): a write that met the lock bound is a 503 "busy, try again" with Retry-After (nothing was
+    written); a database that cannot be reached is a 503 problem, which a client retries; any other
     database error is no outage and stays a server error."""
+    if is_lock_timeout(exc):
+        return busy_response(request)
     sqlstate = getattr(exc.__cause__, "sqlstate", None)
     unreachable = isinstance(exc, OperationalError) and (sqlstate is None or sqlstate.startswith(_OUTAGE_SQLSTATES))
     if not (unreachable or isinstance(exc, InterfaceError)):

@@ -95,6 +95,23 @@ def secret_key(*, debug: bool, dev_key_file: Path) -> str:
     return dev_key_file.read_text().strip()
 
 
+def postgres_options(existing: str, **parameters: str) -> str:
+    """libpq's `options` (server settings for the session): `existing`, e.g. from DATABASE_URL's
+    query, with `-c name=value` for each of `parameters` in place of any value it gave them."""
+    words = existing.split()
+    kept: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        # `-c name=value` or `-cname=value`
+        width = 2 if word == "-c" else 1
+        setting = words[index + 1] if width == 2 and index + 1 < len(words) else word.removeprefix("-c")
+        if not (word.startswith("-c") and setting.split("=", 1)[0] in parameters):
+            kept.extend(words[index : index + width])
+        index += width
+    return " ".join([*kept, *(f"-c {name}={value}" for name, value in parameters.items())])
+
+
 def database_config(url: str) -> dict[str, Any]:
     """Django DATABASES entry for a postgresql:// URL (a `host=` query names a socket directory)."""
     parts = urlsplit(url)

@@ -208,6 +208,31 @@ GALLEY_MAX_BODY_CHARS = env.env_int("GALLEY_MAX_BODY_CHARS", 200_000)
 # handler makes at most two calls per attempt, so the lease outlives any attempt that is alive.
 GALLEY_LEASE_SECONDS = env.env_int("GALLEY_LEASE_SECONDS", 60)
 GALLEY_MAX_ATTEMPTS = env.env_int("GALLEY_MAX_ATTEMPTS", 8)
+
+# Bounds on what one session can make others wait for (README, "Configuration"). lock_timeout: a
+# statement that waits longer for a row lock fails (LockNotAvailable) instead of waiting without end
+# behind a frozen holder; a worker's finalize then waits again holding its lease (a wait, never a
+# failed attempt), a web write answers "this brief is busy, try again". idle_in_transaction_session_
+# timeout: PostgreSQL ends the session of a client that stops between statements inside a
+# transaction (a frozen or partitioned process), so its locks are released. Galley holds no
+# transaction open across anything slow (no network call in one), so both can be short.
+GALLEY_LOCK_TIMEOUT_SECONDS = env.env_float("GALLEY_LOCK_TIMEOUT_SECONDS", min(5.0, GALLEY_LEASE_SECONDS / 3))
+GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS = env.env_float("GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", 60.0)
+env.require(GALLEY_LOCK_TIMEOUT_SECONDS > 0, "GALLEY_LOCK_TIMEOUT_SECONDS must be more than 0")
+env.require(
+    GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS > 0, "GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS must be more than 0"
+)
+DATABASES["default"]["OPTIONS"]["options"] = env.postgres_options(
+    DATABASES["default"]["OPTIONS"].get("options", ""),
+    lock_timeout=f"{round(GALLEY_LOCK_TIMEOUT_SECONDS * 1000)}ms",
+    idle_in_transaction_session_timeout=f"{round(GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS * 1000)}ms",
+)
+env.require(
+    GALLEY_LEASE_SECONDS > GALLEY_LOCK_TIMEOUT_SECONDS,
+    "GALLEY_LEASE_SECONDS must exceed GALLEY_LOCK_TIMEOUT_SECONDS: a finalize that waited its lock bound "
+    "renews its lease before it waits again.",
+)
+
 GALLEY_OPERATION_DEADLINE_SECONDS = env.env_int("GALLEY_OPERATION_DEADLINE_SECONDS", 24 * 3600)
 GALLEY_BACKOFF_BASE_SECONDS = env.env_float("GALLEY_BACKOFF_BASE_SECONDS", 1.0)
 GALLEY_BACKOFF_MAX_SECONDS = env.env_float("GALLEY_BACKOFF_MAX_SECONDS", 300.0)

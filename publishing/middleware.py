@@ -10,6 +10,11 @@ The guard checks the raw request before any view reads it:
   (Galley's own forms) re-render their form with the message instead, text kept in place;
 - the admin's few inputs that Django would turn into a 500 (selected-row ids that are no ids, a
   date-hierarchy year no date can hold) and a username longer than any account's.
+
+A write that waited longer than the lock bound (GALLEY_LOCK_TIMEOUT_SECONDS) for a row another
+session holds (a brief being saved or published) was rolled back: it answers 503 with Retry-After,
+"this brief is busy, try again", the submitted fields shown back — never a 500, never a request that
+waits until the web server's own timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.shortcuts import render
 
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
+from workers.errors import is_lock_timeout
 
 ViewFunc = TypeVar("ViewFunc", bound=Callable[..., HttpResponse])
 
@@ -127,7 +133,31 @@ class RefusalMiddleware:
             return render(request, "refused.html", {"message": exception.message, "title": "Not allowed"}, status=403)
         if isinstance(exception, NotFound):
             return render(request, "refused.html", {"message": exception.message, "title": "Not found"}, status=404)
+        if is_lock_timeout(exception):
+            return busy_response(request)
         return None
+
+
+BUSY_MESSAGE = (
+    "This brief is busy: another change to it is being saved or published right now. Nothing was saved; "
+    "try again in a few seconds."
+)
+# Seconds a client is asked to wait before it tries a busy write again.
+BUSY_RETRY_AFTER_SECONDS = 2
+
+
+def busy_response(request: HttpRequest) -> HttpResponse:
+    """503 with Retry-After for a write that met the lock bound: a page with the submitted fields
+    shown back (nothing typed is lost), or problem details on the JSON API."""
+    if request.path.startswith(API_PREFIX):
+        body = {"type": "urn:galley:problem:busy", "title": "Busy, try again", "status": 503, "detail": BUSY_MESSAGE}
+        response = HttpResponse(json.dumps(body), status=503, content_type="application/problem+json")
+    else:
+        response = _refused_input(
+            request, f"{BUSY_MESSAGE} Your text is kept below.", status=503, title="Busy, try again"
+        )
+    response["Retry-After"] = str(BUSY_RETRY_AFTER_SECONDS)
+    return response
 
 
 def _refused(request: HttpRequest, message: str) -> HttpResponse:
@@ -138,8 +168,8 @@ def _refused(request: HttpRequest, message: str) -> HttpResponse:
     return render(request, "refused.html", {"message": message, "title": "Bad request"}, status=400)
 
 
-def _refused_input(request: HttpRequest, message: str) -> HttpResponse:
-    """A 400 that shows the submitted fields back (secrets excepted), so nothing typed is lost."""
+def _refused_input(request: HttpRequest, message: str, *, status: int = 400, title: str = "") -> HttpResponse:
+    """A 400 (or `status`) that shows the submitted fields back (secrets excepted), so nothing typed is lost."""
     if request.path.startswith(API_PREFIX):
         return _refused(request, message)
     fields = [
@@ -148,7 +178,8 @@ def _refused_input(request: HttpRequest, message: str) -> HttpResponse:
         if not any(secret in name for secret in _NOT_SHOWN)
         for value in values
     ]
-    return render(request, "publishing/refused_input.html", {"message": message, "fields": fields}, status=400)
+    context = {"message": message, "fields": fields, "title": title}
+    return render(request, "publishing/refused_input.html", context, status=status)
 
 
 def _address_problem(request: HttpRequest) -> str:

@@ -199,16 +199,24 @@ def _assignment_entry(assignment: Assignment) -> TimelineEntry:
     )
 
 
-def _publication_entry(public_id: str, publication: Publication) -> TimelineEntry:
+def _publication_entry(public_id: str, publication: Publication, *, published_number: int | None) -> TimelineEntry:
     number = publication.revision.number
-    verified = publication.verified_at is not None
+    if publication.verified_at is not None:
+        description, status, label = f"Revision {number} published, read back and verified", "published", "Published"
+    elif published_number is not None and published_number > number:
+        # Applied at the target but never finalized before a newer revision was published (recorded
+        # when that one's verification closed this one's publish): it will never be verified.
+        description = f"Revision {number} applied at the target, superseded: revision {published_number} is published"
+        status, label = "superseded", "Superseded"
+    else:
+        description, status, label = f"Revision {number} applied at the target", "publishing", "Verifying"
     return TimelineEntry(
         at=publication.verified_at or publication.created_at,
         kind="publication",
         actor=GALLEY,
-        description=f"Revision {number} {'published, read back and verified' if verified else 'applied at the target'}",
-        status="published" if verified else "publishing",
-        status_label="Published" if verified else "Verifying",
+        description=description,
+        status=status,
+        status_label=label,
         link=publication.permalink,
         link_label=publication.permalink,
         detail=(
@@ -249,7 +257,8 @@ def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
     assignments = Assignment.objects.filter(brief=brief).select_related("assignee", "group", "assigned_by")
     entries += [_assignment_entry(assignment) for assignment in assignments]
     publications = Publication.objects.filter(brief=brief).select_related("revision")
-    entries += [_publication_entry(public_id, publication) for publication in publications]
+    published_number = brief.published_revision_number
+    entries += [_publication_entry(public_id, p, published_number=published_number) for p in publications]
     # Stable sort: entries with the same time keep the order above (a revision before its decision).
     ordered = sorted(enumerate(entries), key=lambda pair: (pair[1].at, pair[0]), reverse=True)
     return Timeline(

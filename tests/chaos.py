@@ -17,6 +17,12 @@ The chaos phase, for about ``--editorial-seconds``:
   approving the same revision at the same moment or a little later; revisions left unapproved. Every
   brief's last revision is approved;
 - a killer SIGKILLs a random worker every few seconds and starts a replacement;
+- a freezer: the first worker and every ``--freeze-every``-th replacement start armed with a freeze point
+  (GALLEY_FREEZE_POINT, workers/crashpoints.py): at its first publish finalize, holding the brief's row
+  lock, the worker stops itself with SIGSTOP. The driver leaves it frozen past its lease and past the
+  idle-in-transaction bound (PostgreSQL then ends its session, releasing the brief), then sends SIGCONT or
+  SIGKILL, at random. Meanwhile another worker takes the operation over (not counted against the budget:
+  the frozen one had recorded the target's receipt), adopts what the target applied and finalizes it;
 - half-way through, PostgreSQL is stopped (``pg_ctl stop -m fast``) and started again on the same data
   folder and socket; the driver's own actions retry on a lost connection (each is idempotent: the same
   text on the same base returns the revision already written, the same decision returns the approval).
@@ -52,6 +58,7 @@ import random
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from galley import embedded_database
 from tests.processes import free_port, kill, manage, process_env, start, stop, wait_for_http
@@ -91,8 +99,18 @@ WORKER_SETTINGS = {
     "GALLEY_MAX_ATTEMPTS": "20",
     "GALLEY_WORKER_CONCURRENCY": "4",
     "DEBUG": "false",
+    # A frozen finalize's session ends after 2 s idle in its transaction; a lock wait gives up after 1 s.
+    "GALLEY_LOCK_TIMEOUT_SECONDS": "1",
+    "GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "2",
     "GALLEY_CRASH_POINT": "",  # never inherited: this run kills at random moments, not at named points
+    "GALLEY_FREEZE_POINT": "",  # only the armed workers get one (FREEZE_POINT)
 }
+# Where an armed worker freezes: inside a publish's finalize, the brief locked.
+FREEZE_POINT = "in_finalize:publish"
+# How long a frozen worker stays frozen, at least: past its lease and its session's idle bound.
+FROZEN_SECONDS = float(WORKER_SETTINGS["GALLEY_LEASE_SECONDS"]) + 2 * float(
+    WORKER_SETTINGS["GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS"]
+)
 EDITOR, FIRST_APPROVER, SECOND_APPROVER = "chaos-editor", "chaos-approver", "chaos-second-approver"
 # How long an action keeps retrying a lost database connection (the restart takes a few seconds).
 ACTION_RETRY_SECONDS = 90
@@ -115,6 +133,7 @@ class Config:
     max_revisions: int = 4  # each brief gets 1..max_revisions revisions
     editorial_seconds: float = 60.0  # how long the chaos phase spreads the editorial rounds over
     kill_every: tuple[float, float] = (2.0, 5.0)  # seconds between two kills, drawn uniformly
+    freeze_every: int = 3  # the first worker and every n-th replacement freeze in a finalize (0: none)
     restart_at: float = 0.5  # share of the chaos phase after which PostgreSQL restarts
     down_seconds: float = 2.0  # how long PostgreSQL stays down
     settle_seconds: float = 300.0  # at most, for the backlog to drain after the chaos phase
@@ -143,6 +162,9 @@ class Figures:
     faults_during_settle: str = "on (the target's faults are never switched off)"
     ledger_applications: int = 0
     kills: int = 0
+    freezes: int = 0
+    frozen_thawed: int = 0
+    frozen_killed: int = 0
     unexpected_worker_exits: int = 0
     unexpected_exit_reasons: dict[str, int] = field(default_factory=dict)
     postgres_restarts: int = 0
@@ -195,6 +217,8 @@ class Figures:
             f"faults injected {sum(self.faults_injected.values())} {self.faults_injected}; "
             f"faults during settle: {self.faults_during_settle}",
             f"target ledger applications {self.ledger_applications}",
+            f"workers frozen in a publish finalize {self.freezes} (then thawed {self.frozen_thawed}, "
+            f"killed {self.frozen_killed})",
             f"kills {self.kills}; unexpected worker exits {self.unexpected_worker_exits} "
             f"{self.unexpected_exit_reasons or ''}".rstrip(),
             f"PostgreSQL restarts {self.postgres_restarts} (down {self.postgres_down_seconds:.1f} s); "
@@ -284,6 +308,9 @@ class Slot:
     generation: int = 0
     process: subprocess.Popen[str] | None = None
     started_at: float = 0.0
+    armed: bool = False  # started with the freeze point, and not thawed since
+    frozen_since: float | None = None
+    frozen_for: float = 0.0
 
     @property
     def worker_id(self) -> str:
@@ -292,13 +319,17 @@ class Slot:
 
 class Workers:
     """`run_worker` processes in numbered slots. The killer SIGKILLs and replaces them; the supervisor
-    replaces (and counts) any that exited by itself."""
+    replaces (and counts) any that exited by itself, and ends each armed worker's freeze."""
 
-    def __init__(self, count: int, *, env: dict[str, str], logs: Path, figures: Figures, seed: int) -> None:
+    def __init__(
+        self, count: int, *, env: dict[str, str], logs: Path, figures: Figures, seed: int, freeze_every: int
+    ) -> None:
         self.env, self.logs, self.figures = env, logs, figures
         self.slots = [Slot(number) for number in range(count)]
         self.lock = threading.Lock()
         self.rng = random.Random(seed)
+        self.freeze_every = freeze_every
+        self.starts = 0
         self.exits: list[str] = []  # "<worker id> exited <code>: <its last error line>"
         for slot in self.slots:
             self._start(slot)
@@ -307,9 +338,12 @@ class Workers:
         return self.logs / f"{slot.worker_id}.log"
 
     def _start(self, slot: Slot) -> None:
-        slot.process = manage(
-            "run_worker", "--worker-id", slot.worker_id, "--poll", "0.2", env=self.env, log=self.log_of(slot)
-        )
+        slot.armed = self.freeze_every > 0 and self.starts % self.freeze_every == 0
+        slot.frozen_since = None
+        self.starts += 1
+        env = {**self.env, "GALLEY_FREEZE_POINT": FREEZE_POINT} if slot.armed else self.env
+        argv = ["run_worker", "--worker-id", slot.worker_id, "--poll", "0.2"]
+        slot.process = manage(*argv, env=env, log=self.log_of(slot))
         slot.started_at = time.monotonic()
 
     def _replace(self, slot: Slot) -> None:
@@ -319,7 +353,10 @@ class Workers:
     def kill_one(self) -> None:
         """SIGKILL a random worker that is past its start (a kill should find it working) and replace it."""
         with self.lock:
-            booted = [slot for slot in self.slots if time.monotonic() - slot.started_at >= BOOT_SECONDS]
+            # An armed worker is the freezer's: it is killed, if at all, once frozen (end_freezes).
+            booted = [
+                slot for slot in self.slots if time.monotonic() - slot.started_at >= BOOT_SECONDS and not slot.armed
+            ]
             if not booted:
                 return
             slot = self.rng.choice(booted)
@@ -343,10 +380,39 @@ class Workers:
                 self.figures.count_exit(reason)
                 self._replace(slot)
 
+    def end_freezes(self) -> None:
+        """Count each armed worker that froze, and once it has been frozen past its lease and its
+        session's idle bound, thaw it (SIGCONT) or kill and replace it, at random."""
+        with self.lock:
+            for slot in self.slots:
+                assert slot.process is not None
+                if not slot.armed or slot.process.poll() is not None:
+                    continue
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if psutil.Process(slot.process.pid).status() != psutil.STATUS_STOPPED:
+                        continue
+                    if slot.frozen_since is None:
+                        slot.frozen_since = time.monotonic()
+                        slot.frozen_for = FROZEN_SECONDS + self.rng.uniform(0, 3)
+                        self.figures.add(freezes=1)
+                    if time.monotonic() - slot.frozen_since < slot.frozen_for:
+                        continue
+                    if self.rng.random() < 0.5:
+                        os.kill(slot.process.pid, signal.SIGCONT)
+                        slot.armed = False  # it freezes once: from now on an ordinary worker
+                        self.figures.add(frozen_thawed=1)
+                    else:
+                        kill(slot.process)
+                        self.figures.add(frozen_killed=1)
+                        self._replace(slot)
+
     def stop_all(self) -> None:
         with self.lock:
             for slot in self.slots:
                 if slot.process is not None:
+                    # One still frozen would take SIGTERM only once thawed: after stop's whole wait.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(slot.process.pid, signal.SIGCONT)
                     stop(slot.process)
 
 
@@ -806,7 +872,9 @@ def run(config: Config) -> Figures:
         )
         children.append(target)
         wait_for_http(f"{target_url}/_health", process=target)
-        workers = Workers(config.workers, env=env, logs=logs, figures=figures, seed=config.seed)
+        workers = Workers(
+            config.workers, env=env, logs=logs, figures=figures, seed=config.seed, freeze_every=config.freeze_every
+        )
 
         # --- chaos phase
         chaos_started = time.monotonic()
@@ -824,6 +892,7 @@ def run(config: Config) -> Figures:
             assert workers is not None
             while not stopping.wait(0.2):
                 workers.supervise()
+                workers.end_freezes()
 
         def restarter() -> None:
             try:
@@ -908,6 +977,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-revisions", type=int, default=defaults.max_revisions)
     parser.add_argument("--editorial-seconds", type=float, default=defaults.editorial_seconds)
     parser.add_argument("--kill-every", type=float, nargs=2, default=defaults.kill_every, metavar=("MIN", "MAX"))
+    parser.add_argument(
+        "--freeze-every",
+        type=int,
+        default=defaults.freeze_every,
+        help="the first worker and every n-th replacement freeze (SIGSTOP) in a publish finalize; 0: none",
+    )
     parser.add_argument("--restart-at", type=float, default=defaults.restart_at)
     parser.add_argument("--down-seconds", type=float, default=defaults.down_seconds)
     parser.add_argument("--settle-seconds", type=float, default=defaults.settle_seconds)
@@ -922,6 +997,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_revisions=options.max_revisions,
         editorial_seconds=options.editorial_seconds,
         kill_every=tuple(options.kill_every),
+        freeze_every=options.freeze_every,
         restart_at=options.restart_at,
         down_seconds=options.down_seconds,
         settle_seconds=options.settle_seconds,

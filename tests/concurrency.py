@@ -1,11 +1,13 @@
-"""Run calls at the same moment on separate database connections."""
+"""Run calls at the same moment on separate database connections; hold a row lock from another session."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import psycopg
 from django.db import connection, transaction
 
 
@@ -37,3 +39,30 @@ def run_together(*calls: Callable[[], Any]) -> list[tuple[str, Any]]:
         thread.join(timeout=30)
         assert not thread.is_alive(), "a concurrent call hung"
     return outcomes
+
+
+@contextlib.contextmanager
+def brief_locked(brief: Any, *, at_most: float) -> Iterator[threading.Event]:
+    """Hold `brief`'s row lock (FOR UPDATE) from a session of its own, as `psql` would (none of Galley's
+    lock or idle bounds), until the block ends or `at_most` seconds have passed, whichever is first.
+    Yields the event set when the lock is released (a wait that outlived the lock's holding sees it set)."""
+    params = {**connection.get_connection_params(), "options": "-c idle_in_transaction_session_timeout=0"}
+    params.pop("prepare_threshold", None)
+    holder = psycopg.connect(**params)
+    holder.execute("SELECT id FROM publishing_brief WHERE id = %s FOR UPDATE", [brief.id])
+    released = threading.Event()
+    release_lock = threading.Lock()
+
+    def release() -> None:
+        with release_lock:
+            if not released.is_set():
+                holder.close()  # ends its transaction: the lock is free
+                released.set()
+
+    timer = threading.Timer(at_most, release)
+    timer.start()
+    try:
+        yield released
+    finally:
+        timer.cancel()
+        release()

@@ -9,6 +9,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from psycopg import errors as pg_errors
+
 
 class FailureKind(StrEnum):
     TIMEOUT = "timeout"  # ambiguous: the side effect may have happened
@@ -59,3 +61,10 @@ class Superseded(Exception):
 
 class LeaseLost(Exception):
     """A fenced write matched no row: another worker owns the operation now. Write nothing else."""
+
+
+def is_lock_timeout(error: BaseException) -> bool:
+    """Whether `error` is PostgreSQL's lock_timeout (GALLEY_LOCK_TIMEOUT_SECONDS): a row lock another
+    session held for longer. Nothing was written (the transaction is rolled back), and the same write
+    may simply be tried again. Django wraps psycopg's error in its own OperationalError."""
+    return isinstance(error, pg_errors.LockNotAvailable) or isinstance(error.__cause__, pg_errors.LockNotAvailable)

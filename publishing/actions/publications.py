@@ -14,7 +14,7 @@ from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY, publish_ke
 from publishing.models import Brief, Publication, Revision
 from workers.actions.enqueue import Enqueued, add_dependency, enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
-from workers.models import Dependency, Operation
+from workers.models import Dependency, Operation, OperationStatus
 from workers.prepared import execute_prepared
 
 
@@ -147,8 +147,10 @@ FOR NO KEY UPDATE
 # Then its writes in one statement: mark the publication observed, advance the brief's published
 # revision (never backwards: invariant 4) and show it published when this is its latest revision
 # and its status may go there (do_change_brief_status's rule). It returns the brief's new status
-# (None when it did not advance), its latest revision number, and the brief's stuck publications
-# of older revisions (publish or verify operations in resolutions.OPEN), which this one replaces.
+# (None when it did not advance), its latest revision number, the brief's stuck publications of
+# older revisions (publish or verify operations in resolutions.OPEN), which this one replaces, and
+# the older publishes that ended without a Publication although their worker had recorded the
+# target's receipt (`result`: applied there), dead, in conflict or cancelled by an operator.
 RECORD_VERIFICATION_SQL = f"""
 WITH verified AS (
     UPDATE {Publication._meta.db_table} SET verified_at = %(now)s
@@ -177,8 +179,57 @@ SELECT (SELECT status FROM advanced),
              WHERE o.subject_type = 'brief' AND o.subject_id = %(public_id)s
                AND o.kind = ANY(%(kinds)s::text[]) AND o.status = ANY(%(open)s::text[])
                AND o.arguments -> 'revision' < to_jsonb(%(number)s::integer)
+             ORDER BY o.id),
+       ARRAY(SELECT o.id FROM {Operation._meta.db_table} o
+             WHERE o.subject_type = 'brief' AND o.subject_id = %(public_id)s
+               AND o.kind = %(publish)s AND o.status = ANY(%(ended)s::text[]) AND o.result ? 'external_id'
+               AND o.arguments -> 'revision' < to_jsonb(%(number)s::integer)
+               AND NOT EXISTS (SELECT 1 FROM {Publication._meta.db_table} p WHERE p.operation_key = o.key)
              ORDER BY o.id)
 """  # noqa: S608 -- table names from the models; every value is a parameter
+
+
+def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, published_number: int) -> None:
+    """Every application at the target ends with a Publication and an audit record, even a replaced one.
+
+    An older revision's publish that ended without a Publication (dead or in conflict, about to be
+    cancelled for revision `published_number`, or cancelled by an operator) although its attempt
+    recorded the target's receipt before its finalize (the operation's `result`:
+    workers.actions.claims) was applied there. It gets its Publication now, never verified (the
+    target shows the newer revision), and an audit record saying which revision superseded it. The
+    brief's published revision is not touched: it only ever advances (invariant 4), and only a
+    verification advances it.
+
+    In the verification's finalize, the brief locked (README, "Lock order")."""
+    if not operation_ids:  # the usual case, on every verification: not even a query to compile
+        return
+    for operation in Operation.objects.filter(id__in=operation_ids).order_by("id"):
+        revision = Revision.objects.get(brief_id=brief_id, number=int(operation.arguments["revision"]))
+        receipt = operation.result
+        _publication, created = Publication.objects.get_or_create(
+            operation_key=operation.key,
+            defaults={
+                "brief_id": brief_id,
+                "revision": revision,
+                "payload_hash": revision.payload_hash,
+                "external_id": str(receipt["external_id"]),
+                "permalink": str(receipt.get("permalink", "")),
+            },
+        )
+        if created:
+            record_audit_event(
+                acting_user=None,
+                event_type="publication.recorded",
+                subject_type="revision",
+                subject_id=revision_subject_id(operation.subject_id, revision.number),
+                old_state=None,
+                new_state={
+                    "external_id": receipt["external_id"],
+                    "permalink": receipt.get("permalink", ""),
+                    "payload_hash": revision.payload_hash,
+                    "superseded_by_revision": published_number,
+                },
+            )
 
 
 @transaction.atomic(savepoint=False)
@@ -202,13 +253,16 @@ def do_record_verification(publication: Publication) -> None:
         "may_publish": statuses_leading_to(Brief.Status.PUBLISHED),
         "kinds": list(PUBLICATION_KINDS),
         "open": list(OPEN),
+        "publish": PUBLISH,
+        "ended": [*OPEN, OperationStatus.CANCELLED],
     }
     with execute_prepared(RECORD_VERIFICATION_SQL, params) as cursor:
-        new_status, latest, replaced = cursor.fetchone()  # type: ignore[misc]
+        new_status, latest, replaced, unrecorded = cursor.fetchone()  # type: ignore[misc]
     if new_status is None:  # a newer revision is published already: nothing advances
         return
     if latest == number and status != Brief.Status.PUBLISHED:
         check_brief_transition(public_id, status, Brief.Status.PUBLISHED)  # raises: the finalize rolls back
+    _record_replaced_applications(unrecorded, brief_id=publication.brief_id, published_number=number)
     do_close_replaced_problems(replaced, published_number=number)
     record_audit_event(
         acting_user=None,

@@ -1,7 +1,8 @@
 """The chaos test, short variant (PRODUCT.md invariants 3-5, 8-10, 12); `make chaos` runs the long one.
 
-Everything at once, with real processes: worker processes SIGKILLed and replaced at random, a
-reference target answering 429, 503 and 500 and committing then hanging or dropping the connection,
+Everything at once, with real processes: worker processes SIGKILLed and replaced at random, workers
+frozen (SIGSTOP) inside a publish finalize holding the brief's lock until past their lease, then thawed
+or killed, a reference target answering 429, 503 and 500 and committing then hanging or dropping the connection,
 approvals racing new revisions and second approvers, and a PostgreSQL restart half-way through. The
 driver (tests/chaos.py) starts its own PostgreSQL so that it can restart it, which is also why it runs
 as its own process here: this test session's database and settings stay untouched.
@@ -50,6 +51,7 @@ def test_chaos__kills_faults_races_and_a_postgresql_restart__exactly_once_no_reg
     # The chaos happened: kills, injected faults, the races, one PostgreSQL restart.
     assert figures["postgres_restarts"] == 1, output
     assert figures["kills"] >= 3, output
+    assert figures["freezes"] >= 1, output  # the first worker freezes in its first publish finalize
     assert sum(figures["faults_injected"].values()) > 0, output
     races = ("races_approve_vs_new_revision", "races_second_approver", "back_to_back_approvals")
     assert all(figures[race] > 0 for race in races), output

@@ -288,6 +288,16 @@ CRASHES = {
         timeout=20,
         expire_lease_after_kill=True,
     ),
+    # Killed inside the finalize, the brief locked and the target's receipt recorded: PostgreSQL rolls the
+    # finalize back as the session ends; the fresh worker's takeover (not counted) adopts what was applied.
+    "in_finalize:publish": Crash(
+        point="in_finalize:publish",
+        applied_before_recovery=1,
+        states_after_crash={"publish": "running"},
+        publish_attempts=[CRASHED, BY_FRESH],
+        verify_attempts=[BY_FRESH],
+        result_first_application=False,
+    ),
     # The publication and its verification intent committed with the success; verification never ran.
     "after_finalize:publish": Crash(
         point="after_finalize:publish",

@@ -233,10 +233,12 @@ def test_nothing_lost__finalize_cut_off_by_the_database__left_to_its_lease__no_f
     outcomes = drain(worker_id="w1", kinds=["test.echo"], time_budget=30, idle_wait=0.2)
 
     assert outcomes == {"database_unavailable": 1}
-    # Nothing of the success committed, and nothing else was written: still running under w1's lease.
+    # Nothing of the success committed, and nothing else was written but the handler's result, recorded
+    # before the finalize (so that the lost lease does not count as a failed attempt): still running
+    # under w1's lease.
     operation = Operation.objects.get()
     assert (operation.status, operation.lease_owner, operation.fencing_token) == ("running", "w1", 1)
-    assert (operation.last_error_kind, operation.result) == ("", None)
+    assert (operation.last_error_kind, operation.result) == ("", {"done": "k1"})
     attempt = Attempt.objects.get()
     assert (attempt.finished_at, attempt.outcome, attempt.error_kind) == (None, "", "")
 

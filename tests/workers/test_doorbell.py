@@ -156,8 +156,9 @@ def test_fencing__a_success_is_one_statement_after_the_fence_read():
     (job,) = claim("w1")
     with CaptureQueriesContext(connection) as queries:
         complete_operation(job, Success(result={"done": True}, usage={"tokens": 3}), started=time.monotonic())
-    # One transaction: the fence read (a lost lease runs no finalize), then the fenced success.
-    assert statements(queries) == ["BEGIN", "SELECT", "WITH", "COMMIT"]
+    # The fenced record of the result, committed on its own (a lost lease runs no finalize; a finalize
+    # that waits for a lock leaves the effect on record), then one transaction: the fenced success.
+    assert statements(queries) == ["UPDATE", "BEGIN", "WITH", "COMMIT"]
     operation = Operation.objects.get()
     assert (operation.status, operation.lease_owner, operation.result) == ("succeeded", "", {"done": True})
     attempt = Attempt.objects.get()

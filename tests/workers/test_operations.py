@@ -405,6 +405,52 @@ def test_nothing_lost__reconciler_turns_exhausted_expired_operations_into_dead_l
     assert (operation.status, operation.needs_operator) == ("dead", True)
 
 
+def _stop_inside_the_finalize(claimed) -> None:
+    """complete_operation for `claimed` that stops inside its finalize, after the handler's result was
+    recorded: as a worker frozen or killed there leaves it."""
+
+    def frozen() -> None:
+        raise RuntimeError("the worker stopped inside its finalize")
+
+    with pytest.raises(RuntimeError):
+        complete_operation(claimed, Success(result={"external_id": "p-1"}, finalize=frozen), started=time.monotonic())
+
+
+@pytest.mark.django_db
+def test_budget__lease_lost_after_the_effect_was_recorded__takeover_ambiguous_and_not_counted():
+    enqueue("k1", max_attempts=1)
+    (first,) = claim("w1")
+    _stop_inside_the_finalize(first)
+    expire_leases()
+
+    (takeover,) = claim("w2")  # its one allowed attempt did not fail: the effect is on record
+
+    assert takeover.ambiguous
+    operation = Operation.objects.get()
+    assert (operation.attempts, operation.waits, operation.result) == (2, 1, {"external_id": "p-1"})
+    complete_operation(takeover, Success(result={"external_id": "p-1"}), started=time.monotonic())
+    assert Operation.objects.get().status == "succeeded"
+
+
+@pytest.mark.django_db
+def test_nothing_lost__reconciler__lease_lost_after_the_effect_was_recorded__retried_not_dead():
+    enqueue("k1", max_attempts=1)
+    (first,) = claim("w1")
+    _stop_inside_the_finalize(first)
+    expire_leases()
+
+    assert reconcile_expired_leases() == {"expired_leases": 1, "dead": 0}
+
+    operation = Operation.objects.get()
+    assert (operation.status, operation.needs_operator, operation.attempts - operation.waits) == (
+        "retry_wait",
+        False,
+        0,
+    )
+    (retry,) = claim("w2")
+    assert retry.ambiguous
+
+
 # --- invariant 11: retention --------------------------------------------------------------------------
 
 

@@ -12,24 +12,27 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet, Value
 from django.db.models.functions import Now
 
 from workers.audit import record_audit_event
+from workers.crashpoints import crash_point
 from workers.doorbell import ring_doorbell
-from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed
+from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed, is_lock_timeout
 from workers.models import Attempt, Conflict, Operation, OperationStatus
 from workers.policy import WAIT_KINDS, Decision, Disposition, decide
 from workers.prepared import execute_prepared
 from workers.registry import ClaimedOperation, OperatorNeeded, Success, operator_needed
 
 S = OperationStatus
+logger = logging.getLogger(__name__)
 
 
 def db_now_plus(seconds: float) -> ExpressionWrapper:
@@ -37,12 +40,11 @@ def db_now_plus(seconds: float) -> ExpressionWrapper:
     return ExpressionWrapper(Now() + Value(datetime.timedelta(seconds=seconds)), output_field=DateTimeField())
 
 
-# An operation a claim may take (invariant 7 and the bounds): attempts and deadline left, of the
-# asked kinds, every prerequisite met. Due is one of two cases, each matching one partial index
-# (so that a claim reads a few index entries in order, however long the queue): waiting and due,
-# or running with a lease expired (database clock).
+# An operation a claim may take (invariant 7 and the bounds): deadline left, of the asked kinds,
+# every prerequisite met, and attempts left (below). Due is one of two cases, each matching one
+# partial index (so that a claim reads a few index entries in order, however long the queue):
+# waiting and due, or running with a lease expired (database clock).
 _CLAIMABLE_SQL = """
-    AND o.attempts - o.waits < o.max_attempts
     AND o.deadline > statement_timestamp()
     AND (%(kinds)s::text[] IS NULL OR o.kind = ANY(%(kinds)s::text[]))
     AND NOT EXISTS (
@@ -56,19 +58,26 @@ _CLAIMABLE_SQL = """
               END)
 """
 WAITING_DUE_SQL = (
-    "o.status IN ('pending', 'retry_wait') AND o.next_attempt_at <= statement_timestamp()" + _CLAIMABLE_SQL
+    "o.status IN ('pending', 'retry_wait') AND o.next_attempt_at <= statement_timestamp()"
+    " AND o.attempts - o.waits < o.max_attempts" + _CLAIMABLE_SQL
 )
-LEASE_EXPIRED_SQL = "o.status = 'running' AND o.lease_expires_at < statement_timestamp()" + _CLAIMABLE_SQL
+# A lease that ran out after its attempt observed the effect (`result` recorded before the finalize:
+# `complete_operation`) was no failure: that attempt is not counted (the takeover adds a wait for
+# it), so it may be taken over even when it was the last attempt the budget allowed.
+LEASE_EXPIRED_SQL = (
+    "o.status = 'running' AND o.lease_expires_at < statement_timestamp()"
+    " AND (o.attempts - o.waits < o.max_attempts OR o.result IS NOT NULL)" + _CLAIMABLE_SQL
+)
 
 # The claim, in one statement (invariant 8): lock due rows (SKIP LOCKED), take the lease with a new
 # fencing token, close the attempt a dead worker left open, and open this attempt. The attempt is
 # ambiguous when the previous one may have had its effect: it never recorded an outcome (its
-# worker died: an open attempt row, seen in the statement's snapshot, before `abandoned` closes it)
-# or it ended in a kind that may have reached the target. The attempt keeps when the operation
-# became claimable (its due time, or its lease's expiry for a takeover), for the queue time of
-# /metrics. `more_due` says whether another operation was claimable (one more row is locked to
-# know it, free again when the statement ends), so that a worker lets one more thread claim only
-# when there is work for it.
+# worker died: an open attempt row, seen in the statement's snapshot, before `abandoned` closes it),
+# it ended in a kind that may have reached the target, or an attempt observed the effect (`result`).
+# The attempt keeps when the operation became claimable (its due time, or its lease's expiry for a
+# takeover), for the queue time of /metrics. `more_due` says whether another operation was claimable
+# (one more row is locked to know it, free again when the statement ends), so that a worker lets one
+# more thread claim only when there is work for it.
 CLAIM_SQL = f"""
 WITH waiting AS (
     SELECT o.id, o.next_attempt_at, o.next_attempt_at AS due_at
@@ -99,12 +108,14 @@ claimed AS (
         lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
         fencing_token = o.fencing_token + 1,
         attempts = o.attempts + 1,
+        waits = o.waits + (o.status = 'running' AND o.result IS NOT NULL)::int,
         last_error_kind = CASE WHEN o.status = 'running' THEN 'lease_expired' ELSE o.last_error_kind END,
         updated_at = statement_timestamp()
     FROM due
     WHERE o.id = due.id
     RETURNING o.id, o.key, o.kind, o.payload_hash, o.subject_type, o.subject_id, o.arguments,
-              o.attempts, o.fencing_token, o.deadline, o.last_error_kind, o.next_attempt_at
+              o.attempts, o.fencing_token, o.deadline, o.last_error_kind, o.next_attempt_at,
+              o.result IS NOT NULL AS observed
 ),
 abandoned AS (
     UPDATE workers_attempt a
@@ -119,7 +130,7 @@ opened AS (
         (id, operation_id, number, worker_id, fencing_token, ambiguous, due_at, started_at,
          outcome, error_kind, error_message, usage)
     SELECT gen_random_uuid(), c.id, c.attempts, %(owner)s, c.fencing_token,
-           c.last_error_kind = ANY(%(ambiguous_kinds)s::text[])
+           c.last_error_kind = ANY(%(ambiguous_kinds)s::text[]) OR c.observed
                OR EXISTS (SELECT 1 FROM workers_attempt a WHERE a.operation_id = c.id AND a.finished_at IS NULL),
            candidates.due_at, statement_timestamp(), '', '', '', '{{}}'::jsonb
     FROM claimed c
@@ -218,7 +229,15 @@ WHERE {FENCE_SQL}
 """  # noqa: S608 -- composed of this module's constants
 
 
-HOLDS_LEASE_SQL = f"SELECT EXISTS (SELECT 1 FROM workers_operation WHERE {FENCE_SQL})"  # noqa: S608 -- constants
+# What the handler observed (for a publish: the target's receipt), recorded before the finalize and
+# committed on its own, with the lease renewed: should the finalize wait or this worker stop, the
+# effect is on record, and a takeover does not count the lost lease as a failed attempt (CLAIM_SQL).
+RECORD_RESULT_SQL = f"""
+UPDATE workers_operation
+SET result = %(result)s::jsonb,
+    lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s), updated_at = statement_timestamp()
+WHERE {FENCE_SQL}
+"""  # noqa: S608 -- composed of this module's constants
 
 # A success in one statement: the fenced update (which locks the operation row, last in the
 # finalize's lock order), this attempt's row only if the fence held, and whether dependents wait.
@@ -277,20 +296,55 @@ def _end_attempt(
 
 
 def complete_operation(claimed: ClaimedOperation, success: Success, *, started: float) -> None:
-    """Run the domain's finalize write and mark the operation succeeded, in one transaction, fenced.
+    """Record what the handler observed, then run the domain's finalize write and mark the
+    operation succeeded, in one transaction, fenced.
+
+    The observed result commits first, on its own and fenced (RECORD_RESULT_SQL), so a worker
+    that already lost its lease runs none of the finalize. A lock held longer than the lock bound
+    (GALLEY_LOCK_TIMEOUT_SECONDS: a brief another session holds) rolls the finalize back; the worker
+    renews its lease and runs it again: a wait, never a failed attempt, for as long as the lease
+    is still its own. Raises LeaseLost.
+    """
+    params = {**_fence_params(claimed), "result": json.dumps(success.result), "lease": settings.GALLEY_LEASE_SECONDS}
+    recorded = False
+    waiting_since = time.monotonic()
+    while True:
+        try:
+            if not recorded:
+                with execute_prepared(RECORD_RESULT_SQL, params) as cursor:
+                    if cursor.rowcount == 0:
+                        raise LeaseLost(claimed.key)
+                recorded = True
+            _finalize(claimed, success, started=started)
+            return
+        except OperationalError as error:
+            if not is_lock_timeout(error):
+                raise
+        logger.warning(
+            "finalize waited %.1f s for a lock another session holds; waiting again",
+            time.monotonic() - waiting_since,
+            extra=claimed.log_extra(),
+        )
+        try:
+            renew_lease(claimed)
+        except OperationalError as error:
+            if not is_lock_timeout(error):
+                raise
+
+
+def _finalize(claimed: ClaimedOperation, success: Success, *, started: float) -> None:
+    """The domain's finalize and the fenced success, in one transaction.
 
     Lock order (README, "Lock order"): the finalize takes the domain's locks first (a publish or
     verify locks its brief), and the fenced update locks this operation's row last, so a worker
-    never holds its operation while it waits for a brief. The fence is read before the finalize,
-    so a worker that already lost its lease runs none of it; one that loses it meanwhile fails
-    the fenced update, which rolls the finalize back. Raises LeaseLost.
+    never holds its operation while it waits for a brief. A worker that loses its lease meanwhile
+    fails the fenced update, which rolls the finalize back.
     """
     with transaction.atomic(durable=True):
-        with execute_prepared(HOLDS_LEASE_SQL, _fence_params(claimed)) as cursor:
-            if not cursor.fetchone()[0]:  # type: ignore[index]
-                raise LeaseLost(claimed.key)
         if success.finalize is not None:
             success.finalize()
+        # The domain's locks (a publish's brief) are held here: tests freeze or kill a worker at this line.
+        crash_point("in_finalize", kind=claimed.kind)
         params = {
             **_fence_params(claimed),
             "result": json.dumps(success.result),

@@ -36,13 +36,18 @@ def reconcile_expired_leases() -> dict[str, int]:
 
     The next attempt is ambiguous (the dead worker may have had its effect), so handlers look
     the key up before acting. Operations out of attempts or past their deadline become dead
-    letters for an operator instead of waiting forever.
+    letters for an operator instead of waiting forever. A lease that ran out after its attempt
+    recorded what it observed (`result`: the target applied it) was no failure: it is counted as
+    a wait, so a frozen finalize never spends the budget (claims.CLAIM_SQL does the same).
     """
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             WITH expired AS (
-                SELECT id, (attempts - waits >= max_attempts OR deadline <= statement_timestamp()) AS spent
+                SELECT id,
+                       (result IS NULL AND attempts - waits >= max_attempts
+                        OR deadline <= statement_timestamp()) AS spent,
+                       (result IS NOT NULL)::int AS observed
                 FROM workers_operation
                 WHERE status = 'running' AND lease_expires_at < statement_timestamp()
                 FOR UPDATE SKIP LOCKED
@@ -51,6 +56,7 @@ def reconcile_expired_leases() -> dict[str, int]:
             SET status = CASE WHEN expired.spent THEN 'dead' ELSE 'retry_wait' END,
                 finished_at = CASE WHEN expired.spent THEN statement_timestamp() END,
                 needs_operator = expired.spent,
+                waits = o.waits + expired.observed,
                 last_error_kind = 'lease_expired',
                 last_error_message = 'lease of ' || o.lease_owner || ' expired before an outcome',
                 lease_owner = '',
