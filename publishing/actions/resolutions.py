@@ -21,7 +21,7 @@ from django.db import transaction
 from publishing.actions.revisions import TITLE_MAX_CHARS, do_create_revision
 from publishing.errors import InvalidInput
 from publishing.hashing import PayloadError, payload_hash
-from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, PUBLISH, REPUBLISH, VERIFY, publish_key, republish_key
+from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors import PROBLEM_OPEN, access_brief, get_latest_revision, get_publication_problem
 from publishing.validation import clean_text
@@ -123,7 +123,9 @@ def check_publish_as_next_revision(operation: Operation, *, acting_user: AnyUser
         return _not_open(locked)
     problem = get_publication_problem(locked)
     if problem.next_revision_number is None or problem.held is None:
-        return Outcome(False, problem.next_revision_refusal or "Only a stale revision's publish can be published again.")
+        return Outcome(
+            False, problem.next_revision_refusal or "Only a stale revision's publish can be published again."
+        )
     approved, held = problem.revision, problem.held.state["revision"]
     revision, _created = do_create_revision(
         brief,

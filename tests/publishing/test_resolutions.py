@@ -299,7 +299,9 @@ def test_publish_as_next_revision__admin_offers_it_on_the_problem_page_and_does_
     assert "Publish as the next revision: write revision 1's approved content as revision 2" in page
 
     response = client.post(
-        f"/admin/publishing/publicationproblem/{operation.id}/resolve/", {"action": "publish_as_next_revision"}, follow=True
+        f"/admin/publishing/publicationproblem/{operation.id}/resolve/",
+        {"action": "publish_as_next_revision"},
+        follow=True,
     )
 
     assert "Wrote revision 2 with revision 1&#x27;s approved content" in response.content.decode()
