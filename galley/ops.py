@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from publishing.identities import PUBLISH, VERIFY
+from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY
 from publishing.live import Partial, live_partial
 from publishing.roles import Role, require_role
 from publishing.selectors import list_publish_latency_per_minute
@@ -41,8 +41,8 @@ from workers.selectors import (
 
 WINDOW_MINUTES = 60
 LISTED = 20  # rows of each list (dead letters, expired leases, conflicts); the admin has the rest
-# Publish and verify operations are settled on the admin's "Publication problems" pages.
-PUBLICATION_KINDS = (PUBLISH, VERIFY)
+# The throughput chart's series: a publication's two steps (drift checks and republishes are rare).
+THROUGHPUT_KINDS = (PUBLISH, VERIFY)
 
 # An attempt's outcome drawn in the colour of what it means (classes in galley.css): success green,
 # a retry still on its way amber, an end that needs a look red, an intent that went away grey.
@@ -211,6 +211,7 @@ class ProblemRow:
 
 
 def _admin_url(operation: Operation) -> str:
+    # Every kind of a brief's publication is settled on the admin's "Publication problems" pages.
     if operation.kind in PUBLICATION_KINDS:
         return reverse("admin:publishing_publicationproblem_change", args=[operation.id])
     return reverse("admin:workers_operation_change", args=[operation.id])
@@ -239,7 +240,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         (outcome_labels.get(outcome, outcome), attempts[outcome], _total(attempts[outcome])) for outcome in outcomes
     ]
     throughput = _per_minute(
-        list_succeeded_per_minute(kinds=PUBLICATION_KINDS, since=since), minutes, series=PUBLICATION_KINDS
+        list_succeeded_per_minute(kinds=THROUGHPUT_KINDS, since=since), minutes, series=THROUGHPUT_KINDS
     )
     latency_rows = {row.minute: row for row in list_publish_latency_per_minute(since=since)}
     latency = [latency_rows.get(minute) for minute in minutes]
@@ -251,7 +252,7 @@ def ops(request: HttpRequest) -> HttpResponse:
             title="Publish throughput",
             unit="operations succeeded per minute",
             minutes=minutes,
-            series=[(kind, throughput[kind], _total(throughput[kind])) for kind in PUBLICATION_KINDS],
+            series=[(kind, throughput[kind], _total(throughput[kind])) for kind in THROUGHPUT_KINDS],
             describe="{minute}: {value} {series} succeeded",
         ),
         build_chart(

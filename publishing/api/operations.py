@@ -35,7 +35,7 @@ from publishing.api.common import (
     idempotent_post,
 )
 from publishing.errors import InvalidInput, NotFound
-from publishing.identities import PUBLISH, VERIFY
+from publishing.identities import PUBLICATION_KINDS
 from publishing.roles import Role, require_role
 from publishing.validation import clean_text
 from workers.actions.operator import do_cancel_operation, do_resolve_conflict, do_retry_operation_now
@@ -206,7 +206,7 @@ def _get_operation(operation_id: int) -> Operation:
 
 
 def _is_publication(operation: Operation) -> bool:
-    return operation.kind in (PUBLISH, VERIFY)
+    return operation.kind in PUBLICATION_KINDS
 
 
 def _outcome(operation_id: int, outcome: Outcome) -> tuple[int, OutcomeOut]:

@@ -6,18 +6,28 @@ import re
 
 import pytest
 from django.db import connection
+from django.db.models.functions import Now
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from playwright.sync_api import expect
 
 from galley.reference_target.server import Faults
 from publishing.actions.briefs import check_create_brief
-from publishing.identities import SUMMARY_STEP, publish_key, step_key
+from publishing.identities import (
+    DRIFT_CHECK,
+    REPUBLISH,
+    SUMMARY_STEP,
+    drift_check_key,
+    publish_key,
+    republish_key,
+    step_key,
+)
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
 from tests.processes import BASE_DIR
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
+from workers.actions.enqueue import enqueue_operation
 from workers.models import Operation
 from workers.runner import drain
 
@@ -211,3 +221,36 @@ def test_browser__ops_page__shows_dead_letter_and_charts_at_desktop_and_phone_wi
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0
     screenshot(page, name)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("operation_kind", [DRIFT_CHECK, REPUBLISH])
+def test_ops__dead_drift_check_or_republish__settled_on_its_publication_problem_page(
+    operation_kind, publish, brief, operator
+):
+    """A drift check and a republish are a brief's publication as much as its publish and verify:
+    /ops/ sends the operator to the page that settles them (their drift, beside the approved
+    revision), not to the machinery's bare operation page."""
+    assert publish(brief, "Dockers walked out at dawn.") == {"succeeded": 2}
+    revision = brief.revisions.get(number=1)
+    key = (
+        drift_check_key(brief.public_id, 1, "2026-12-01T00:00:00")
+        if operation_kind == DRIFT_CHECK
+        else republish_key(brief.public_id, 1, 1)
+    )
+    operation = enqueue_operation(
+        key=key,
+        kind=operation_kind,
+        payload_hash=revision.payload_hash,
+        subject_type="brief",
+        subject_id=brief.public_id,
+        arguments={"revision": 1},
+    ).operation
+    Operation.objects.filter(id=operation.id).update(
+        status="dead", last_error_message="the site shows other text", finished_at=Now()
+    )
+
+    html = client_for(operator).get(OPS).content.decode()
+
+    assert f'href="/admin/publishing/publicationproblem/{operation.id}/change/"' in html
+    assert f'href="/admin/workers/operation/{operation.id}/change/"' not in html

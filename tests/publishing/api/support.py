@@ -13,6 +13,8 @@ from django.test import Client
 from publishing.actions.api_tokens import do_create_api_token
 
 API = "/api/v1"
+# Words of the web UI's pages, which an API client has no use for: a problem detail never says them.
+WEB_PAGE_WORDS = ("kept below", "reload the page", "the page", "click", "button", "the form")
 
 
 def token_for(user: Any) -> str:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from publishing.models import Brief, Revision
-from tests.publishing.api.support import ApiClient, problem, token_for
+from tests.publishing.api.support import WEB_PAGE_WORDS, ApiClient, problem, token_for
 from tests.workers.test_admin import dead_letter, key_conflict
 from workers.models import AuditEvent, Conflict, Operation
 
@@ -22,8 +22,6 @@ NOT_OBJECTS = {
     "null": (b"null", "null"),
     "boolean": (b"true", "a boolean"),
 }
-# Words of the web UI's pages that an API client has no use for.
-WEB_PAGE_WORDS = ("kept below", "reload the page", "the page", "click", "button", "the form")
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from schemathesis.generation import GenerationMode
 from publishing.actions.briefs import check_create_brief
 from publishing.actions.revisions import check_create_revision
 from publishing.roles import Role
-from tests.publishing.api.support import token_for
+from tests.publishing.api.support import WEB_PAGE_WORDS, token_for
 
 EXAMPLES_PER_OPERATION = 40
 NEGATIVE_EXAMPLES_PER_OPERATION = 25
@@ -33,8 +33,6 @@ NEGATIVE_EXAMPLES_PER_OPERATION = 25
 # 422 for an Idempotency-Key the fuzzer reuses with another body. Every response is still checked
 # against the schema, and every refusal must be one the schema declares.
 NOT_SCHEMA_RULES = [schemathesis.checks.positive_data_acceptance]
-# Words of the web UI's pages, which an API client has no use for.
-WEB_PAGE_WORDS = ("kept below", "reload the page", "the page", "click", "button", "the form")
 
 
 def problem_details_speak_api(ctx: Any, response: schemathesis.Response, case: schemathesis.Case) -> None:
