@@ -573,7 +573,7 @@ def test_fence_warning__worker_startup_check_against_wordpress__confirmed_no_war
 
     outcome = run_startup_checks()["publishing target"]
 
-    assert outcome.startswith(f"ok: WordPress at {direct.url}: plugin galley-publishing 1, revision fence on")
+    assert outcome.startswith(f"ok: WordPress at {direct.url}: plugin galley-publishing 2, revision fence on")
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
