@@ -9,7 +9,19 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here: models cannot be imported while the app registry is still loading.
-        from approvals.notifications import do_notify_publish_problem
-        from workers.registry import register_operator_needed
+        from approvals.handlers import handle_notification_email
+        from approvals.notifications import (
+            NOTIFICATION_EMAIL,
+            do_notify_publish_problem,
+            do_notify_published,
+            do_notify_submitted,
+        )
+        from publishing.announcements import register_published, register_revision_submitted
+        from workers.registry import register, register_operator_needed
 
+        register(NOTIFICATION_EMAIL, handle_notification_email)
+        # Publishing and the workers announce their events; approvals tells the people concerned,
+        # in the transaction of the event.
+        register_revision_submitted(do_notify_submitted)
+        register_published(do_notify_published)
         register_operator_needed(do_notify_publish_problem)

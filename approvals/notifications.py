@@ -2,8 +2,9 @@
 
 The email itself is a network call, so it never happens here: each notification's operation
 `email:notification-<id>` commits with it (invariant 5) and a worker sends it
-(publishing.handlers.notifications). Kept apart from approvals.actions so that publishing's
-actions (publication, verification) can notify without importing the decisions that import them.
+(approvals.handlers). Publishing's events (a revision submitted, a revision published) and the
+workers' (an operation needing an operator) reach it through their hooks, registered in
+approvals.apps, so that neither imports approvals; approvals.actions calls it for its own events.
 """
 
 from __future__ import annotations

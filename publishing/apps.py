@@ -10,9 +10,7 @@ class PublishingConfig(AppConfig):
 
     def ready(self) -> None:
         # Handlers import models, which the app registry allows only once ready() runs.
-        from approvals.notifications import NOTIFICATION_EMAIL
         from publishing.clients.target import check_configured_target
-        from publishing.handlers.notifications import handle_notification_email
         from publishing.handlers.publications import handle_drift_check, handle_publish, handle_republish, handle_verify
         from publishing.handlers.summaries import handle_summary_step
         from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, SUMMARY_STEP, VERIFY
@@ -23,7 +21,6 @@ class PublishingConfig(AppConfig):
         register(DRIFT_CHECK, handle_drift_check)
         register(REPUBLISH, handle_republish)
         register(SUMMARY_STEP, handle_summary_step)
-        register(NOTIFICATION_EMAIL, handle_notification_email)
         register_startup_check("publishing target", check_configured_target)
         # Groups are granted permission rows, which Django creates after each app migrates;
         # the handler is idempotent, so running it after every app is harmless.

@@ -7,9 +7,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.notifications import do_notify_published
 from publishing.actions.resolutions import OPEN, do_close_replaced_problems
 from publishing.actions.revisions import check_brief_transition, statuses_leading_to
+from publishing.announcements import announce_published
 from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY, publish_key, revision_subject_id, verify_key
 from publishing.models import Brief, Publication, Revision
 from workers.actions.enqueue import Enqueued, add_dependency, enqueue_operation, supersede_waiting_operation
@@ -278,4 +278,4 @@ def do_record_verification(publication: Publication) -> None:
         ["id", "public_id", "author_id", "status", "published_revision_number"],
         [publication.brief_id, public_id, author_id, new_status, number],
     )
-    do_notify_published(brief, revision_number=number, permalink=publication.permalink)
+    announce_published(brief, revision_number=number, permalink=publication.permalink)

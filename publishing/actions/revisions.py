@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.notifications import do_notify_submitted
+from publishing.announcements import announce_revision_submitted
 from publishing.errors import InvalidInput, NotFound, RevisionConflict
 from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import revision_subject_id
@@ -132,7 +132,7 @@ def do_create_revision(
             **({"restores_revision": restores} if restores is not None else {}),
         },
     )
-    do_notify_submitted(revision, acting_user=acting_user)
+    announce_revision_submitted(revision, acting_user=acting_user)
     return revision, True
 
 

@@ -16,11 +16,11 @@ from django.utils import timezone
 from pytest_django.asserts import assertContains, assertNotContains
 
 from approvals.actions import APPROVERS_GROUP, check_assign_brief
+from approvals.handlers import handle_notification_email
 from approvals.models import Approval, Notification
 from approvals.notifications import NOTIFICATION_EMAIL, notification_email_key
 from publishing.actions import publications
 from publishing.actions.briefs import check_create_brief
-from publishing.handlers.notifications import handle_notification_email
 from publishing.identities import PUBLISH, publish_key
 from publishing.models import Brief
 from publishing.roles import Role

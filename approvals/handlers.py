@@ -1,5 +1,6 @@
 """The `notification_email` handler: one notification's email, sent by a worker after the event
-committed (approvals.notifications wrote the intent with the notification).
+committed (approvals.notifications wrote the intent with the notification). A worker entry point,
+thin like a view (as publishing.handlers); registered in approvals.apps.
 
 Idempotent: a notification whose emailed_at is set is never sent again, and emailed_at is set in
 the fenced finalize, so a second run after a success sends nothing. The one window left is a
