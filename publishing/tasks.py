@@ -10,7 +10,7 @@ from django.db import transaction
 
 from publishing.actions.drift import do_enqueue_drift_checks
 from publishing.actions.idempotency import purge_idempotency_records
-from workers.runner import DATABASE_UNAVAILABLE, drop_broken_connections
+from workers.outages import DATABASE_UNAVAILABLE, drop_broken_connections
 
 
 def purge_idempotency_keys() -> int:

@@ -14,7 +14,7 @@ from publishing.models import Brief, Revision
 from publishing.roles import Role, ensure_role_groups
 from tests.browser import browser  # noqa: F401  (a fixture, for the browser tests of every app)
 from tests.reference_target import start_target, target  # noqa: F401  (fixtures, for every app)
-from workers.runner import shutdown_pool
+from workers.drain import shutdown_pool
 
 
 @pytest.fixture(autouse=True)

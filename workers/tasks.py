@@ -21,15 +21,9 @@ from django.db import connection
 from workers.actions.housekeeping import purge_finished_operations, reconcile_expired_leases
 from workers.crashpoints import crash_point
 from workers.doorbell import ring_cluster, ring_doorbell
-from workers.runner import (
-    DATABASE_UNAVAILABLE,
-    Service,
-    default_worker_id,
-    drain,
-    drop_broken_connections,
-    run_startup_checks_once,
-    seconds_until_due,
-)
+from workers.drain import default_worker_id, drain, seconds_until_due
+from workers.outages import DATABASE_UNAVAILABLE, drop_broken_connections
+from workers.service import Service, run_startup_checks_once
 
 # pg_try_advisory_lock key: one sweeper at a time across the cluster ("GALLEY" in ASCII).
 SWEEP_LOCK_KEY = 0x47414C4C4559

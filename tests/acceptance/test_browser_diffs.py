@@ -16,7 +16,7 @@ from publishing.identities import PUBLISH, VERIFY
 from publishing.models import Brief
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
-from workers.runner import drain
+from workers.drain import drain
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 

@@ -15,8 +15,8 @@ from publishing.identities import PUBLISH, VERIFY, publish_key
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
 from tests.publishing.handlers.test_publications import approve, run_worker
+from workers.drain import drain
 from workers.models import Operation
-from workers.runner import drain
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 

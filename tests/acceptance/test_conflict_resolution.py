@@ -35,8 +35,8 @@ from tests.publishing.handlers.test_publications import (
     verify_op,
 )
 from workers.actions.claims import claim_operations
+from workers.attempts import run_operation
 from workers.models import AuditEvent, Conflict, Operation
-from workers.runner import run_operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ from publishing.actions.briefs import check_create_brief
 from publishing.actions.revisions import check_create_revision
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
-from workers.runner import drain
+from workers.drain import drain
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 

@@ -30,9 +30,10 @@ from tests.web import client_for
 from workers.actions.claims import claim_operations, fail_operation
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.housekeeping import reconcile_expired_leases
+from workers.attempts import run_operation
+from workers.drain import drain
 from workers.errors import FailureKind, OperationFailed
 from workers.models import Operation, OperationStatus
-from workers.runner import drain, run_operation
 
 Event = Notification.Event
 

@@ -6,7 +6,7 @@ from galley.logging import IdentityFormatter
 
 
 def record(**extra: object) -> logging.LogRecord:
-    item = logging.LogRecord("workers.runner", logging.INFO, __file__, 1, "lease lost", None, None)
+    item = logging.LogRecord("workers.attempts", logging.INFO, __file__, 1, "lease lost", None, None)
     item.__dict__.update(extra)
     return item
 

@@ -18,8 +18,8 @@ from publishing.identities import SUMMARY_STEP, publish_key
 from publishing.models import StepArtifact
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
+from workers.drain import drain
 from workers.models import Attempt
-from workers.runner import drain
 
 METRICS = "/metrics"
 TOKEN = "scrape-me-please"

@@ -28,8 +28,8 @@ from tests.processes import BASE_DIR
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
 from workers.actions.enqueue import enqueue_operation
+from workers.drain import drain
 from workers.models import Operation
-from workers.runner import drain
 
 OPS = "/ops/"
 

@@ -22,7 +22,7 @@ from galley.reference_target import Faults
 from publishing.clients import target as target_client
 from tests.processes import BASE_DIR, free_port, process_env, stop, wait_for_http
 from tests.reference_target import TOKEN
-from workers.runner import run_startup_checks
+from workers.service import run_startup_checks
 
 FOUND = "it answers the protocol and accepts GALLEY_TARGET_TOKEN"
 LATE_PACKET = "Galley cannot stop a late packet alone"

@@ -33,8 +33,8 @@ from tests.publishing.handlers.test_publications import (
     verify_op,
 )
 from workers.actions.claims import claim_operations
+from workers.attempts import run_operation
 from workers.models import AuditEvent, Conflict
-from workers.runner import run_operation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,8 +10,8 @@ from pytest_django.asserts import assertContains, assertNotContains
 from publishing.actions.briefs import check_create_brief
 from publishing.identities import SUMMARY_STEP, step_key
 from tests.web import client_for
+from workers.drain import drain
 from workers.models import Operation
-from workers.runner import drain
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -26,9 +26,9 @@ from publishing.models import Brief, Publication
 from publishing.roles import Role
 from workers.actions.claims import claim_operations, fail_operation
 from workers.actions.enqueue import enqueue_operation
+from workers.drain import drain
 from workers.errors import FailureKind, OperationFailed
 from workers.models import Attempt, AuditEvent, Conflict, Operation
-from workers.runner import drain
 
 OPERATIONS = "/admin/workers/operation/"
 CONFLICTS = "/admin/workers/conflict/"

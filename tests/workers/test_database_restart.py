@@ -34,9 +34,9 @@ from tests.processes import kill, manage, wait_until
 from tests.workers.test_operations import enqueue, expire_leases
 from workers import registry, tasks
 from workers.actions.housekeeping import reconcile_expired_leases
+from workers.drain import drain
 from workers.models import Attempt, Operation
 from workers.registry import ClaimedOperation, Success
-from workers.runner import drain
 
 # Real processes and the reference target, as in the acceptance tests.
 spawn = acceptance.spawn

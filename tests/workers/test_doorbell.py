@@ -22,7 +22,7 @@ from workers.actions.enqueue import enqueue_operation
 from workers.doorbell import CHANNEL, Listener, claiming_next, ring_doorbell
 from workers.models import Attempt, Dependency, Operation
 from workers.registry import Success
-from workers.runner import Service
+from workers.service import Service
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,6 +17,7 @@ from workers.actions.claims import claim_operations, complete_operation, fail_op
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.housekeeping import purge_finished_operations, reconcile_expired_leases
 from workers.actions.operator import do_cancel_operation, do_resolve_conflict, do_retry_operation_now
+from workers.drain import drain
 from workers.errors import FailureKind, LeaseLost, OperationFailed
 from workers.models import (
     NEEDS_OPERATOR,
@@ -30,7 +31,6 @@ from workers.models import (
 )
 from workers.policy import backoff_seconds
 from workers.registry import Success
-from workers.runner import drain
 
 HASH_A = "a" * 64
 HASH_B = "b" * 64

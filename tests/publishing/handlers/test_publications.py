@@ -35,8 +35,9 @@ from tests.reference_target import TOKEN
 from workers.actions.claims import claim_operations
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_retry_operation_now
+from workers.attempts import run_operation
+from workers.drain import drain
 from workers.models import Attempt, AuditEvent, Conflict, Dependency, Operation
-from workers.runner import drain, run_operation
 
 OTHER_PAYLOAD = {"title": "Harbour strike", "body": "Not what anyone approved."}
 

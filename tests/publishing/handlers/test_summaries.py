@@ -25,8 +25,9 @@ from publishing.summary_rules import STEPS, Proposal, quality_problems
 from workers import registry
 from workers.actions.claims import claim_operations, complete_operation
 from workers.actions.operator import do_retry_operation_now
+from workers.attempts import run_operation
+from workers.drain import drain
 from workers.models import Attempt, AuditEvent, Dependency, Operation
-from workers.runner import drain, run_operation
 
 SOURCE = (
     "Dockers at the port walked out at dawn on Monday. The union says pay has not kept up with prices. "
@@ -244,7 +245,8 @@ def test_atomic_continuation__crash_at_each_boundary_converges_on_one_artifact_p
 
     monkeypatch.setitem(registry._handlers, SUMMARY_STEP, tracking_handler)
     monkeypatch.setattr(summaries, "crash_point", crash)
-    monkeypatch.setattr("workers.runner.crash_point", crash)
+    monkeypatch.setattr("workers.drain.crash_point", crash)  # after_claim
+    monkeypatch.setattr("workers.attempts.crash_point", crash)  # after_finalize
     for _ in range(10):
         try:
             run_pipeline()

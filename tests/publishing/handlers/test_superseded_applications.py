@@ -26,9 +26,9 @@ from publishing.models import Brief, Publication, Revision
 from publishing.timeline import get_brief_timeline
 from workers.actions.claims import claim_operations, complete_operation
 from workers.actions.housekeeping import reconcile_expired_leases
+from workers.drain import drain
 from workers.models import AuditEvent, Operation
 from workers.registry import Success
-from workers.runner import drain
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -54,8 +54,10 @@ from tests.publishing.handlers.test_publications import (
 from tests.wordpress import WordPress
 from workers.actions.claims import claim_operations
 from workers.actions.operator import do_retry_operation_now
+from workers.attempts import run_operation
+from workers.drain import drain
 from workers.models import AuditEvent, Conflict, Operation
-from workers.runner import drain, run_operation, run_startup_checks
+from workers.service import run_startup_checks
 
 pytestmark = [pytest.mark.wordpress, pytest.mark.django_db(transaction=True)]
 

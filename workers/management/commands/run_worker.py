@@ -8,7 +8,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from workers.doorbell import Listener
-from workers.runner import Wakeup, default_worker_id, reconnect_delay, run_startup_checks, serve
+from workers.drain import Wakeup, default_worker_id
+from workers.outages import reconnect_delay
+from workers.service import run_startup_checks, serve
 
 
 class Command(BaseCommand):
