@@ -78,6 +78,8 @@ OPERATION_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 UNFINISHED_STATUSES = (OperationStatus.PENDING, OperationStatus.RUNNING, OperationStatus.RETRY_WAIT)
+# Unfinished and not running: due at `next_attempt_at` (the claim's partial index, operation_due_idx).
+WAITING_STATUSES = (OperationStatus.PENDING, OperationStatus.RETRY_WAIT)
 FINISHED_STATUSES = (
     OperationStatus.SUCCEEDED,
     OperationStatus.DEAD,
@@ -185,7 +187,7 @@ class Operation(models.Model):
             models.Index(
                 fields=["next_attempt_at", "id"],
                 name="operation_due_idx",
-                condition=models.Q(status__in=[OperationStatus.PENDING, OperationStatus.RETRY_WAIT]),
+                condition=models.Q(status__in=WAITING_STATUSES),
             ),
             models.Index(
                 fields=["lease_expires_at"],
