@@ -6,18 +6,11 @@ from typing import Any
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
+from psycopg.rows import dict_row
 
 from workers.models import AuditEvent
-from workers.prepared import execute_prepared
-
-# Every state change writes one of these, workers' finalizes included: a prepared statement.
-RECORD_SQL = f"""
-INSERT INTO {AuditEvent._meta.db_table}
-    (actor_id, event_type, subject_type, subject_id, old_state, new_state, created_at)
-VALUES (%(actor_id)s, %(event_type)s, %(subject_type)s, %(subject_id)s, %(old_state)s::jsonb, %(new_state)s::jsonb,
-        %(created_at)s)
-RETURNING id
-"""  # noqa: S608 -- the table name from the model; every value is a parameter
+from workers.prepared import execute_prepared, inserted
+from workers.sql import RECORD_AUDIT_EVENT_SQL
 
 
 @transaction.atomic(savepoint=False)
@@ -45,10 +38,17 @@ def record_audit_event(
         "new_state": None if new_state is None else json.dumps(new_state),
         "created_at": created_at,
     }
-    with execute_prepared(RECORD_SQL, params) as cursor:
-        (event_id,) = cursor.fetchone()  # type: ignore[misc]
-    return AuditEvent.from_db(
-        None,
-        ["id", "actor_id", "event_type", "subject_type", "subject_id", "old_state", "new_state", "created_at"],
-        [event_id, actor_id, event_type, subject_type, subject_id, old_state, new_state, created_at],
+    with execute_prepared(RECORD_AUDIT_EVENT_SQL, params, row_factory=dict_row) as cursor:
+        (row,) = cursor.fetchall()
+    return inserted(
+        AuditEvent(
+            id=row["id"],
+            actor_id=actor_id,
+            event_type=event_type,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            old_state=old_state,
+            new_state=new_state,
+            created_at=created_at,
+        )
     )

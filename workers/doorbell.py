@@ -1,8 +1,9 @@
 """The doorbell: after a commit that made work due, wake the workers.
 
-A ring is a PostgreSQL NOTIFY on one channel, issued inside the transaction that wrote the work:
-PostgreSQL delivers it at COMMIT and drops it on rollback, so a ring never announces work that is
-not there, and costs no queue row. Every worker process LISTENs (`Listener`) and claims when woken.
+A ring is a PostgreSQL NOTIFY on one channel (workers.sql.CHANNEL), issued inside the transaction
+that wrote the work: PostgreSQL delivers it at COMMIT and drops it on rollback, so a ring never
+announces work that is not there, and costs no queue row. Every worker process LISTENs (`Listener`)
+and claims when woken.
 
 A ring carries no state (the operation rows are the record of intent), so a lost, duplicated or
 late ring is harmless: a worker also looks for due work when its idle wait times out, and the
@@ -22,13 +23,11 @@ import psycopg
 from django.db import connection, connections, transaction
 from django_q.tasks import async_task
 
+from workers.sql import LISTEN_SQL, RING_SQL
+
 logger = logging.getLogger(__name__)
 
-CHANNEL = "galley_doorbell"
 DRAIN_TASK = "workers.tasks.drain_operations"
-# For statements that ring themselves: selected in a statement that made work due (the caller then
-# calls rang_in_statement()), it saves the round trip of a separate NOTIFY. `%(ring)s` is rings().
-NOTIFY_SQL = f"(SELECT pg_notify('{CHANNEL}', '') WHERE %(ring)s)"
 
 
 _thread = threading.local()
@@ -57,12 +56,13 @@ def ring_doorbell() -> None:
     if not rings() or _rung_in_this_transaction():
         return
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT pg_notify('{CHANNEL}', '')")
+        cursor.execute(RING_SQL)
     rang_in_statement()
 
 
 def rang_in_statement() -> None:
-    """The statement just executed selected NOTIFY_SQL: later rings in this transaction are no-ops.
+    """The statement just executed selected workers.sql.NOTIFY_SQL: later rings in this transaction
+    are no-ops.
 
     The mark is an on-commit callback that does nothing, so it goes with a rolled-back savepoint,
     as the NOTIFY does."""
@@ -121,7 +121,7 @@ class Listener(threading.Thread):
         while not self._stopping.is_set():
             try:
                 with self._connect() as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(LISTEN_SQL)
                     failures = 0
                     self.listening.set()
                     self._wake()

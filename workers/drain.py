@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import connections
+from psycopg.rows import dict_row
 
 from workers.actions.claims import claim_due
 from workers.attempts import run_operation
@@ -29,6 +30,7 @@ from workers.crashpoints import crash_point
 from workers.doorbell import claiming_next
 from workers.outages import DATABASE_UNAVAILABLE
 from workers.prepared import execute_prepared
+from workers.sql import SECONDS_UNTIL_DUE_SQL
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -73,21 +75,11 @@ def _get_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-SECONDS_UNTIL_DUE_SQL = """
-SELECT extract(epoch FROM LEAST(
-    (SELECT min(next_attempt_at) FROM workers_operation
-     WHERE status IN ('pending', 'retry_wait') AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))),
-    (SELECT min(lease_expires_at) FROM workers_operation
-     WHERE status = 'running' AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[])))
-) - statement_timestamp())
-"""
-
-
 def seconds_until_due(kinds: list[str] | None = None) -> float | None:
     """Seconds until the next waiting operation is due or the next lease expires (0 if one is due
     now, even if a prerequisite still holds it back), or None if nothing waits; database clock."""
-    with execute_prepared(SECONDS_UNTIL_DUE_SQL, {"kinds": kinds}) as cursor:
-        (seconds,) = cursor.fetchone()  # type: ignore[misc]
+    with execute_prepared(SECONDS_UNTIL_DUE_SQL, {"kinds": kinds}, row_factory=dict_row) as cursor:
+        seconds = cursor.fetchone()["seconds"]  # type: ignore[index]
     return None if seconds is None else max(0.0, float(seconds))
 
 

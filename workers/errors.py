@@ -28,8 +28,13 @@ class FailureKind(StrEnum):
     UNEXPECTED = "unexpected"  # a bug or an unforeseen error: bounded retries, then dead
 
 
+# Kinds the machinery records itself (no handler raises them): a lease that ran out before its
+# attempt's outcome (the worker died or stalled), and an operator's request to look the key up first.
+LEASE_EXPIRED = "lease_expired"
+RECONCILE_REQUESTED = "reconcile_requested"
+
 # Kinds after which the next attempt must look the operation up before acting again.
-AMBIGUOUS_KINDS = frozenset({FailureKind.TIMEOUT, FailureKind.CONNECTION, "lease_expired", "reconcile_requested"})
+AMBIGUOUS_KINDS = frozenset({FailureKind.TIMEOUT, FailureKind.CONNECTION, LEASE_EXPIRED, RECONCILE_REQUESTED})
 
 
 class OperationFailed(Exception):

@@ -11,19 +11,39 @@ CaptureQueriesContext), these are logged too.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import psycopg
 from django.db import connection
+from django.db.models import Model
+from psycopg.rows import Row, RowFactory
+
+M = TypeVar("M", bound=Model)
 
 
-def execute_prepared(sql: str, params: Mapping[str, Any]) -> psycopg.Cursor[tuple[Any, ...]]:
-    """Run `sql` as a prepared statement on this thread's connection; returns the cursor to read.
-    psycopg's errors come out as Django's, as from a Django cursor."""
+@overload
+def execute_prepared(sql: str, params: Mapping[str, Any]) -> psycopg.Cursor[tuple[Any, ...]]: ...
+
+
+@overload
+def execute_prepared(sql: str, params: Mapping[str, Any], *, row_factory: RowFactory[Row]) -> psycopg.Cursor[Row]: ...
+
+
+def execute_prepared(
+    sql: str, params: Mapping[str, Any], *, row_factory: RowFactory[Any] | None = None
+) -> psycopg.Cursor[Any]:
+    """Run `sql` as a prepared statement on this thread's connection; returns the cursor to read,
+    whose rows `row_factory` makes (e.g. psycopg.rows.dict_row, to read columns by name; tuples
+    without one). psycopg's errors come out as Django's, as from a Django cursor."""
     connection.ensure_connection()
-    cursor: psycopg.Cursor[tuple[Any, ...]] = psycopg.Cursor(connection.connection)
+    cursor: psycopg.Cursor[Any] = (
+        psycopg.Cursor(connection.connection)
+        if row_factory is None
+        else psycopg.Cursor(connection.connection, row_factory=row_factory)
+    )
     started = time.monotonic()
     try:
         with connection.wrap_database_errors:
@@ -32,3 +52,17 @@ def execute_prepared(sql: str, params: Mapping[str, Any]) -> psycopg.Cursor[tupl
         if connection.queries_logged:
             connection.queries_log.append({"sql": sql.strip(), "time": f"{time.monotonic() - started:.3f}"})
     return cursor
+
+
+def json_value(value: Any) -> Any:
+    """A json or jsonb column as read here: Django's connection loads them as text (Django's JSONField
+    decodes it), so a raw cursor decodes it too."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def inserted(instance: M) -> M:
+    """`instance`, built from what an INSERT … RETURNING just wrote, as a row loaded from the database:
+    no second round trip to read it back."""
+    instance._state.adding = False
+    instance._state.db = connection.alias
+    return instance

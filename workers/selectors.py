@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import Now, TruncMinute
 
-from workers.models import NEEDS_OPERATOR, Attempt, Conflict, Operation, OperationStatus
+from workers.models import NEEDS_OPERATOR, WAITING_STATUSES, Attempt, Conflict, Operation, OperationStatus
 
 S = OperationStatus
-WAITING = (S.PENDING, S.RETRY_WAIT)
 
 
 @dataclass(frozen=True)
@@ -43,10 +42,10 @@ def _age(field: str) -> ExpressionWrapper:
 
 def get_queue_summary() -> QueueSummary:
     """Two statements: one over the operations, one counting the unresolved conflicts."""
-    due = Q(status__in=WAITING, next_attempt_at__lte=Now())
+    due = Q(status__in=WAITING_STATUSES, next_attempt_at__lte=Now())
     figures = Operation.objects.aggregate(
         due=Count("id", filter=due),
-        waiting=Count("id", filter=Q(status__in=WAITING)),
+        waiting=Count("id", filter=Q(status__in=WAITING_STATUSES)),
         running=Count("id", filter=Q(status=S.RUNNING)),
         expired_leases=Count("id", filter=Q(status=S.RUNNING, lease_expires_at__lt=Now())),
         dead=Count("id", filter=Q(status=S.DEAD)),

@@ -16,18 +16,16 @@ import multiprocessing.util
 import time
 
 from django.conf import settings
-from django.db import connection
+from psycopg.rows import dict_row
 
 from workers.actions.housekeeping import purge_finished_operations, reconcile_expired_leases
 from workers.crashpoints import crash_point
 from workers.doorbell import ring_cluster, ring_doorbell
 from workers.drain import default_worker_id, drain, seconds_until_due
 from workers.outages import DATABASE_UNAVAILABLE, drop_broken_connections
+from workers.prepared import execute_prepared
 from workers.service import Service, run_startup_checks_once
-
-# pg_try_advisory_lock key: one sweeper at a time across the cluster ("GALLEY" in ASCII).
-SWEEP_LOCK_KEY = 0x47414C4C4559
-
+from workers.sql import SWEEP_UNLOCK_SQL, TRY_SWEEP_LOCK_SQL
 
 _service: Service | None = None
 
@@ -72,10 +70,10 @@ def sweep() -> dict[str, int]:
     """
     totals = {"rounds": 0, "expired_leases": 0, "dead": 0}
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [SWEEP_LOCK_KEY])
-            if not cursor.fetchone()[0]:
-                return totals
+        with execute_prepared(TRY_SWEEP_LOCK_SQL, {}, row_factory=dict_row) as cursor:
+            (lock,) = cursor.fetchall()
+        if not lock["locked"]:
+            return totals
         try:
             end = time.monotonic() + settings.GALLEY_SWEEP_DURATION_SECONDS
             while time.monotonic() < end:
@@ -90,8 +88,7 @@ def sweep() -> dict[str, int]:
                     ring_cluster()
                 time.sleep(settings.GALLEY_SWEEP_SECONDS)
         finally:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])
+            execute_prepared(SWEEP_UNLOCK_SQL, {}).close()
     except DATABASE_UNAVAILABLE as problem:
         # The lock went with the lost session; the next minute's sweep carries on.
         drop_broken_connections(problem, "sweeping")

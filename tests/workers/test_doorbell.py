@@ -19,10 +19,11 @@ from tests.workers.test_operations import claim, enqueue, expire_leases
 from workers import registry, tasks
 from workers.actions.claims import claim_due, complete_operation
 from workers.actions.enqueue import enqueue_operation
-from workers.doorbell import CHANNEL, Listener, claiming_next, ring_doorbell
+from workers.doorbell import Listener, claiming_next, ring_doorbell
 from workers.models import Attempt, Dependency, Operation
 from workers.registry import Success
 from workers.service import Service
+from workers.sql import CHANNEL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,11 +1,12 @@
 """Claims and the fenced transitions of a claimed operation (invariant 8).
 
 A claim is one statement (`FOR UPDATE SKIP LOCKED` + `UPDATE … RETURNING`, with the attempt row).
-Every write a worker makes after it names operation id, lease owner and fencing token (FENCE_SQL,
-`fenced_update`; STYLE.md 7): zero rows updated means the lease was lost, and the worker raises
-LeaseLost and writes nothing else but its own attempt row (`record_lease_lost`). The hot path is
-raw SQL in as few round trips as the invariants allow: the claim one statement, a success one
-statement after the domain's finalize, in one transaction with it.
+Every write a worker makes after it names operation id, lease owner and fencing token
+(workers.sql.FENCE_SQL, `fenced_update`; STYLE.md 7): zero rows updated means the lease was lost,
+and the worker raises LeaseLost and writes nothing else but its own attempt row
+(`record_lease_lost`). The hot path is raw SQL (workers.sql) in as few round trips as the
+invariants allow: the claim one statement, a success one statement after the domain's finalize,
+in one transaction with it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db import OperationalError, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet, Value
+from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.db.models.functions import Now
+from psycopg.rows import dict_row
 
 from workers.audit import record_audit_event
 from workers.crashpoints import crash_point
@@ -28,8 +30,16 @@ from workers.doorbell import ring_doorbell
 from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed, is_lock_timeout
 from workers.models import Attempt, Conflict, Operation, OperationStatus
 from workers.policy import WAIT_KINDS, Decision, Disposition, decide
-from workers.prepared import execute_prepared
+from workers.prepared import execute_prepared, json_value
 from workers.registry import ClaimedOperation, OperatorNeeded, Success, operator_needed
+from workers.sql import (
+    CLAIM_SQL,
+    FENCE_STATUS,
+    RECORD_RESULT_SQL,
+    RELEASED_LEASE,
+    RENEW_SQL,
+    SUCCEED_SQL,
+)
 
 S = OperationStatus
 logger = logging.getLogger(__name__)
@@ -38,112 +48,6 @@ logger = logging.getLogger(__name__)
 def db_now_plus(seconds: float) -> ExpressionWrapper:
     """statement_timestamp() + seconds, on the database clock."""
     return ExpressionWrapper(Now() + Value(datetime.timedelta(seconds=seconds)), output_field=DateTimeField())
-
-
-# An operation a claim may take (invariant 7 and the bounds): deadline left, of the asked kinds,
-# every prerequisite met, and attempts left (below). Due is one of two cases, each matching one
-# partial index (so that a claim reads a few index entries in order, however long the queue):
-# waiting and due, or running with a lease expired (database clock).
-_CLAIMABLE_SQL = """
-    AND o.deadline > statement_timestamp()
-    AND (%(kinds)s::text[] IS NULL OR o.kind = ANY(%(kinds)s::text[]))
-    AND NOT EXISTS (
-        SELECT 1
-        FROM workers_dependency d
-        JOIN workers_operation p ON p.id = d.prerequisite_id
-        WHERE d.operation_id = o.id
-          AND CASE d.requires
-                  WHEN 'success' THEN p.status <> 'succeeded'
-                  ELSE p.status IN ('pending', 'running', 'retry_wait')
-              END)
-"""
-WAITING_DUE_SQL = (
-    "o.status IN ('pending', 'retry_wait') AND o.next_attempt_at <= statement_timestamp()"
-    " AND o.attempts - o.waits < o.max_attempts" + _CLAIMABLE_SQL
-)
-# A lease that ran out after its attempt observed the effect (`result` recorded before the finalize:
-# `complete_operation`) was no failure: that attempt is not counted (the takeover adds a wait for
-# it), so it may be taken over even when it was the last attempt the budget allowed.
-LEASE_EXPIRED_SQL = (
-    "o.status = 'running' AND o.lease_expires_at < statement_timestamp()"
-    " AND (o.attempts - o.waits < o.max_attempts OR o.result IS NOT NULL)" + _CLAIMABLE_SQL
-)
-
-# The claim, in one statement (invariant 8): lock due rows (SKIP LOCKED), take the lease with a new
-# fencing token, close the attempt a dead worker left open, and open this attempt. The attempt is
-# ambiguous when the previous one may have had its effect: it never recorded an outcome (its
-# worker died: an open attempt row, seen in the statement's snapshot, before `abandoned` closes it),
-# it ended in a kind that may have reached the target, or an attempt observed the effect (`result`).
-# The attempt keeps when the operation became claimable (its due time, or its lease's expiry for a
-# takeover), for the queue time of /metrics. `more_due` says whether another operation was claimable
-# (one more row is locked to know it, free again when the statement ends), so that a worker lets one
-# more thread claim only when there is work for it.
-CLAIM_SQL = f"""
-WITH waiting AS (
-    SELECT o.id, o.next_attempt_at, o.next_attempt_at AS due_at
-    FROM workers_operation o
-    WHERE {WAITING_DUE_SQL}
-    ORDER BY o.next_attempt_at, o.id
-    LIMIT %(limit)s + 1
-    FOR UPDATE OF o SKIP LOCKED
-),
-expired AS (
-    SELECT o.id, o.next_attempt_at, o.lease_expires_at AS due_at
-    FROM workers_operation o
-    WHERE {LEASE_EXPIRED_SQL}
-    ORDER BY o.lease_expires_at, o.id
-    LIMIT %(limit)s + 1
-    FOR UPDATE OF o SKIP LOCKED
-),
-candidates AS (SELECT * FROM waiting UNION ALL SELECT * FROM expired),
-due AS (
-    SELECT id FROM candidates
-    ORDER BY next_attempt_at, id
-    LIMIT %(limit)s
-),
-claimed AS (
-    UPDATE workers_operation o
-    SET status = 'running',
-        lease_owner = %(owner)s,
-        lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
-        fencing_token = o.fencing_token + 1,
-        attempts = o.attempts + 1,
-        waits = o.waits + (o.status = 'running' AND o.result IS NOT NULL)::int,
-        last_error_kind = CASE WHEN o.status = 'running' THEN 'lease_expired' ELSE o.last_error_kind END,
-        updated_at = statement_timestamp()
-    FROM due
-    WHERE o.id = due.id
-    RETURNING o.id, o.key, o.kind, o.payload_hash, o.subject_type, o.subject_id, o.arguments,
-              o.attempts, o.fencing_token, o.deadline, o.last_error_kind, o.next_attempt_at,
-              o.result IS NOT NULL AS observed
-),
-abandoned AS (
-    UPDATE workers_attempt a
-    SET finished_at = statement_timestamp(),
-        error_kind = 'lease_expired',
-        error_message = 'the worker stopped before an outcome'
-    FROM claimed
-    WHERE a.operation_id = claimed.id AND a.finished_at IS NULL
-),
-opened AS (
-    INSERT INTO workers_attempt
-        (id, operation_id, number, worker_id, fencing_token, ambiguous, due_at, started_at,
-         outcome, error_kind, error_message, usage)
-    SELECT gen_random_uuid(), c.id, c.attempts, %(owner)s, c.fencing_token,
-           c.last_error_kind = ANY(%(ambiguous_kinds)s::text[]) OR c.observed
-               OR EXISTS (SELECT 1 FROM workers_attempt a WHERE a.operation_id = c.id AND a.finished_at IS NULL),
-           candidates.due_at, statement_timestamp(), '', '', '', '{{}}'::jsonb
-    FROM claimed c
-    JOIN candidates ON candidates.id = c.id
-    RETURNING id, operation_id, ambiguous
-)
-SELECT c.id, c.key, c.kind, c.payload_hash, c.subject_type, c.subject_id, c.arguments, c.attempts,
-       c.fencing_token, c.deadline, opened.id AS attempt_id, opened.ambiguous,
-       (SELECT count(*) FROM candidates) > %(limit)s AS more_due
-FROM claimed c
-JOIN opened ON opened.operation_id = c.id
-ORDER BY c.next_attempt_at, c.id
-"""  # noqa: S608 -- composed of this module's constants; every value is a parameter
 
 
 @dataclass(frozen=True)
@@ -176,99 +80,48 @@ def claim_due(*, worker_id: str, limit: int, kinds: list[str] | None = None) -> 
         "lease": settings.GALLEY_LEASE_SECONDS,
         "ambiguous_kinds": sorted(AMBIGUOUS_KINDS),
     }
-    with execute_prepared(CLAIM_SQL, params) as cursor:
+    with execute_prepared(CLAIM_SQL, params, row_factory=dict_row) as cursor:
         rows = cursor.fetchall()
     if not rows:
         return Claims([], more_due=False)
-    claimed = [
-        ClaimedOperation(
-            operation_id=row[0],
-            key=row[1],
-            kind=row[2],
-            payload_hash=row[3],
-            subject_type=row[4],
-            subject_id=row[5],
-            # Django loads jsonb as text and decodes it in the field; a raw cursor must too.
-            arguments=json.loads(row[6]) if isinstance(row[6], str) else row[6] or {},
-            attempt_number=row[7],
-            fencing_token=row[8],
-            deadline=row[9],
-            attempt_id=str(row[10]),
-            ambiguous=row[11],
-            worker_id=worker_id,
-        )
-        for row in rows
-    ]
-    return Claims(claimed, more_due=rows[0][12])
+    return Claims([_claimed(row, worker_id=worker_id) for row in rows], more_due=rows[0]["more_due"])
 
 
-def _fenced(claimed: ClaimedOperation) -> QuerySet[Operation]:
-    """The claimed operation, as long as this worker still holds its lease."""
-    return Operation.objects.filter(
-        id=claimed.operation_id,
-        lease_owner=claimed.worker_id,
-        fencing_token=claimed.fencing_token,
-        status=S.RUNNING,
+def _claimed(row: dict[str, Any], *, worker_id: str) -> ClaimedOperation:
+    """A row of CLAIM_SQL, whose columns are named after ClaimedOperation's fields."""
+    return ClaimedOperation(
+        operation_id=row["operation_id"],
+        key=row["key"],
+        kind=row["kind"],
+        payload_hash=row["payload_hash"],
+        subject_type=row["subject_type"],
+        subject_id=row["subject_id"],
+        subject_version=row["subject_version"],
+        arguments=json_value(row["arguments"]) or {},
+        attempt_number=row["attempt_number"],
+        fencing_token=row["fencing_token"],
+        deadline=row["deadline"],
+        attempt_id=str(row["attempt_id"]),
+        ambiguous=row["ambiguous"],
+        worker_id=worker_id,
     )
 
 
+def _fence(claimed: ClaimedOperation) -> dict[str, Any]:
+    """The claim's values of FENCE_COLUMNS: FENCE_SQL's parameters, and the ORM's fence with FENCE_STATUS."""
+    return {"id": claimed.operation_id, "lease_owner": claimed.worker_id, "fencing_token": claimed.fencing_token}
+
+
 def fenced_update(claimed: ClaimedOperation, **fields: Any) -> None:
-    """The one write a worker makes to its operation after the claim: guarded by id, lease owner,
-    fencing token and status running. Raises LeaseLost (nothing written) when no row matched."""
-    if _fenced(claimed).update(updated_at=Now(), **fields) == 0:
+    """The one write a worker makes to its operation after the claim: guarded by FENCE_SQL's rule (id,
+    lease owner, fencing token, status running). Raises LeaseLost (nothing written) when no row matched."""
+    if Operation.objects.filter(**_fence(claimed), status=FENCE_STATUS).update(updated_at=Now(), **fields) == 0:
         raise LeaseLost(claimed.key)
-
-
-# The fence of every write after the claim (STYLE.md 7): id, lease owner, fencing token, running.
-FENCE_SQL = "id = %(id)s AND lease_owner = %(owner)s AND fencing_token = %(token)s AND status = 'running'"
-
-RENEW_SQL = f"""
-UPDATE workers_operation
-SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s), updated_at = statement_timestamp()
-WHERE {FENCE_SQL}
-"""  # noqa: S608 -- composed of this module's constants
-
-
-# What the handler observed (for a publish: the target's receipt), recorded before the finalize and
-# committed on its own: should the finalize wait or this worker stop, the effect is on record, and a
-# takeover does not count the lost lease as a failed attempt (CLAIM_SQL). It leaves the lease alone:
-# a change of the indexed lease_expires_at makes the update non-HOT, which cost a third of the
-# throughput in make bench; complete_operation renews the lease separately when it is half spent.
-RECORD_RESULT_SQL = f"""
-UPDATE workers_operation
-SET result = %(result)s::jsonb
-WHERE {FENCE_SQL}
-"""  # noqa: S608 -- composed of this module's constants
-
-# A success in one statement: the fenced update (which locks the operation row, last in the
-# finalize's lock order), this attempt's row only if the fence held, and whether dependents wait.
-SUCCEED_SQL = f"""
-WITH finished AS (
-    UPDATE workers_operation
-    SET status = 'succeeded', lease_owner = '', lease_expires_at = NULL, result = %(result)s::jsonb,
-        finished_at = statement_timestamp(), updated_at = statement_timestamp(),
-        last_error_kind = '', last_error_message = '', needs_operator = false
-    WHERE {FENCE_SQL}
-    RETURNING id
-),
-closed AS (
-    UPDATE workers_attempt
-    SET usage = %(usage)s::jsonb, finished_at = statement_timestamp(), outcome = 'succeeded',
-        error_kind = '', error_message = '', http_status = NULL, duration_ms = %(duration_ms)s
-    WHERE id = %(attempt_id)s AND EXISTS (SELECT 1 FROM finished)
-)
-SELECT EXISTS (SELECT 1 FROM finished),
-       EXISTS (SELECT 1 FROM workers_dependency d JOIN finished ON d.prerequisite_id = finished.id)
-"""  # noqa: S608 -- composed of this module's constants
-
-
-def _fence_params(claimed: ClaimedOperation) -> dict[str, Any]:
-    return {"id": claimed.operation_id, "owner": claimed.worker_id, "token": claimed.fencing_token}
 
 
 def renew_lease(claimed: ClaimedOperation) -> None:
     """Extend the lease before a step that could outlive it; raises LeaseLost if it is gone."""
-    with execute_prepared(RENEW_SQL, {**_fence_params(claimed), "lease": settings.GALLEY_LEASE_SECONDS}) as cursor:
+    with execute_prepared(RENEW_SQL, {**_fence(claimed), "lease": settings.GALLEY_LEASE_SECONDS}) as cursor:
         if cursor.rowcount == 0:
             raise LeaseLost(claimed.key)
 
@@ -284,7 +137,7 @@ def _end_attempt(
     **fields: Any,
 ) -> None:
     """Move the operation out of running (fenced, releasing the lease) and close this attempt's row."""
-    fenced_update(claimed, status=status, lease_owner="", lease_expires_at=None, **fields)
+    fenced_update(claimed, status=status, **RELEASED_LEASE, **fields)
     Attempt.objects.filter(id=claimed.attempt_id).update(
         usage=usage or (failure.usage if failure else {}),
         finished_at=Now(),
@@ -306,7 +159,7 @@ def complete_operation(claimed: ClaimedOperation, success: Success, *, started: 
     renews its lease and runs it again: a wait, never a failed attempt, for as long as the lease
     is still its own. Raises LeaseLost.
     """
-    params = {**_fence_params(claimed), "result": json.dumps(success.result)}
+    params = {**_fence(claimed), "result": json.dumps(success.result)}
     recorded = False
     waiting_since = time.monotonic()
     while True:
@@ -351,17 +204,17 @@ def _finalize(claimed: ClaimedOperation, success: Success, *, started: float) ->
         # The domain's locks (a publish's brief) are held here: tests freeze or kill a worker at this line.
         crash_point("in_finalize", kind=claimed.kind)
         params = {
-            **_fence_params(claimed),
+            **_fence(claimed),
             "result": json.dumps(success.result),
             "usage": json.dumps(success.usage),
             "attempt_id": claimed.attempt_id,
             "duration_ms": int((time.monotonic() - started) * 1000),
         }
-        with execute_prepared(SUCCEED_SQL, params) as cursor:
-            succeeded, has_dependents = cursor.fetchone()  # type: ignore[misc]
-        if not succeeded:
+        with execute_prepared(SUCCEED_SQL, params, row_factory=dict_row) as cursor:
+            finished = cursor.fetchone()
+        if finished is None or not finished["succeeded"]:
             raise LeaseLost(claimed.key)
-        if has_dependents:
+        if finished["has_dependents"]:
             # They may be claimable now (a ring the finalize already made covers them).
             ring_doorbell()
 

@@ -9,14 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
+from psycopg.rows import dict_row
 
 from workers.audit import record_audit_event
-from workers.doorbell import NOTIFY_SQL, rang_in_statement, rings
+from workers.doorbell import rang_in_statement, rings
 from workers.models import Conflict, Operation, OperationStatus
-from workers.prepared import execute_prepared
+from workers.prepared import execute_prepared, inserted
+from workers.sql import ADD_DEPENDENCY_SQL, ENQUEUE_SQL
 
 logger = logging.getLogger(__name__)
 
@@ -28,35 +30,6 @@ class Enqueued:
     conflict: Conflict | None = None
 
 
-# The intent, its durable prerequisites and the doorbell's ring, in one statement. A continuation
-# takes its prerequisites' place in the queue (the earliest time one of them was due; database
-# clock), so that the next steps of jobs under way are claimed before a backlog of newer first
-# steps: a verification never waits behind every publish approved after its own.
-ENQUEUE_SQL = f"""
-WITH inserted AS (
-    INSERT INTO workers_operation
-        (key, kind, payload_hash, subject_type, subject_id, arguments, status, attempts, waits,
-         max_attempts, next_attempt_at, deadline, lease_owner, fencing_token, last_error_kind,
-         last_error_message, needs_operator, created_at, updated_at)
-    VALUES (%(key)s, %(kind)s, %(payload_hash)s, %(subject_type)s, %(subject_id)s, %(arguments)s::jsonb,
-            'pending', 0, 0, %(max_attempts)s,
-            LEAST(statement_timestamp(),
-                  (SELECT min(p.next_attempt_at) FROM workers_operation p
-                   WHERE p.id = ANY(%(prerequisites)s::bigint[]))),
-            statement_timestamp() + make_interval(secs => %(deadline_seconds)s), '', 0, '', '', false,
-            %(now)s, %(now)s)
-    ON CONFLICT (key) DO NOTHING
-    RETURNING id, next_attempt_at, deadline
-),
-edges AS (
-    INSERT INTO workers_dependency (operation_id, prerequisite_id, requires)
-    SELECT inserted.id, edge.prerequisite_id, edge.requires
-    FROM inserted, unnest(%(prerequisites)s::bigint[], %(requires)s::text[]) AS edge(prerequisite_id, requires)
-)
-SELECT id, next_attempt_at, deadline, {NOTIFY_SQL} FROM inserted
-"""  # noqa: S608 -- composed of constants; every value is a parameter
-
-
 @transaction.atomic(savepoint=False)
 def enqueue_operation(
     *,
@@ -65,6 +38,7 @@ def enqueue_operation(
     payload_hash: str,
     subject_type: str,
     subject_id: str,
+    subject_version: int | None = None,
     arguments: dict[str, Any] | None = None,
     after: Iterable[tuple[Operation | int, str]] = (),
     max_attempts: int | None = None,
@@ -74,8 +48,10 @@ def enqueue_operation(
     Canonical-first: insert, or read the operation that already holds the key. The same key
     with the same payload hash returns the existing operation (created False). With another
     hash nothing is enqueued: a Conflict is recorded and audited, in the caller's
-    transaction, and returned for the caller to report — never as a success. `after` adds
-    durable prerequisites as (operation or its id, Dependency.Requires). Rings the doorbell on commit.
+    transaction, and returned for the caller to report — never as a success. `subject_version`
+    is the version of the subject acted on (a brief's revision number), which the readers of a
+    subject's older or newer operations compare. `after` adds durable prerequisites as
+    (operation or its id, Dependency.Requires). Rings the doorbell on commit.
     """
     now = timezone.now()
     edges = list(after)
@@ -85,6 +61,7 @@ def enqueue_operation(
         "payload_hash": payload_hash,
         "subject_type": subject_type,
         "subject_id": subject_id,
+        "subject_version": subject_version,
         "arguments": arguments or {},
         "max_attempts": max_attempts or settings.GALLEY_MAX_ATTEMPTS,
     }
@@ -99,25 +76,21 @@ def enqueue_operation(
         ],
         "requires": [str(requires) for _prerequisite, requires in edges],
     }
-    with execute_prepared(ENQUEUE_SQL, params) as cursor:
+    with execute_prepared(ENQUEUE_SQL, params, row_factory=dict_row) as cursor:
         row = cursor.fetchone()
     if row is not None:
         if rings():
             rang_in_statement()
-        operation_id, next_attempt_at, deadline = row[:3]
-        # Everything else is what was just inserted: no second round trip to read it back.
+        # Everything else is what was just inserted, or the model's default as ENQUEUE_SQL wrote it.
         operation = Operation(
-            id=operation_id,
+            id=row["id"],
             **fields,
-            status=OperationStatus.PENDING,
-            next_attempt_at=next_attempt_at,
-            deadline=deadline,
+            next_attempt_at=row["next_attempt_at"],
+            deadline=row["deadline"],
             created_at=now,
             updated_at=now,
         )
-        operation._state.adding = False
-        operation._state.db = connection.alias
-        return Enqueued(operation, created=True)
+        return Enqueued(inserted(operation), created=True)
     operation = Operation.objects.get(key=key)
     if operation.payload_hash == payload_hash:
         return Enqueued(operation, created=False)
@@ -142,12 +115,8 @@ def enqueue_operation(
 
 def add_dependency(operation: Operation, *, prerequisite: Operation, requires: str) -> None:
     """A durable happens-before edge (invariant 7); idempotent."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO workers_dependency (operation_id, prerequisite_id, requires) VALUES (%s, %s, %s)"
-            " ON CONFLICT (operation_id, prerequisite_id) DO NOTHING",
-            [operation.id, prerequisite.id, str(requires)],
-        )
+    params = {"operation_id": operation.id, "prerequisite_id": prerequisite.id, "requires": str(requires)}
+    execute_prepared(ADD_DEPENDENCY_SQL, params).close()
 
 
 @transaction.atomic(savepoint=False)

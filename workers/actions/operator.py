@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from workers.audit import record_audit_event
 from workers.doorbell import ring_doorbell
-from workers.models import OPERATION_TRANSITIONS, Conflict, Operation, OperationStatus
+from workers.errors import RECONCILE_REQUESTED
+from workers.models import OPERATION_TRANSITIONS, WAITING_STATUSES, Conflict, Operation, OperationStatus
 
 S = OperationStatus
 
@@ -66,10 +67,10 @@ def do_retry_operation_now(operation: Operation, *, acting_user: User, reconcile
         return False
     now = timezone.now()
     already_due = (
-        locked.status in (S.PENDING, S.RETRY_WAIT)
+        locked.status in WAITING_STATUSES
         and locked.next_attempt_at <= now
         and locked.attempts - locked.waits < locked.max_attempts
-        and (not reconcile or locked.last_error_kind == "reconcile_requested")
+        and (not reconcile or locked.last_error_kind == RECONCILE_REQUESTED)
     )
     if already_due:
         return False
@@ -84,7 +85,7 @@ def do_retry_operation_now(operation: Operation, *, acting_user: User, reconcile
         deadline=max(locked.deadline, now + datetime.timedelta(seconds=settings.GALLEY_OPERATION_DEADLINE_SECONDS)),
         finished_at=None,
         needs_operator=False,
-        last_error_kind="reconcile_requested" if reconcile else locked.last_error_kind,
+        last_error_kind=RECONCILE_REQUESTED if reconcile else locked.last_error_kind,
     )
     if changed:
         resolution = "looked up at the target again" if reconcile else "retried after a fix"
