@@ -17,7 +17,7 @@ from publishing.hashing import source_hash
 from publishing.identities import brief_public_id
 from publishing.models import Brief
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import access_brief
+from publishing.selectors.briefs import access_brief
 from publishing.validation import clean_text
 from workers.audit import record_audit_event
 

@@ -23,7 +23,9 @@ from publishing.errors import InvalidInput
 from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import PROBLEM_OPEN, access_brief, get_latest_revision, get_publication_problem
+from publishing.selectors.briefs import access_brief
+from publishing.selectors.problems import PROBLEM_OPEN, get_publication_problem
+from publishing.selectors.revisions import get_latest_revision
 from publishing.validation import clean_text
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_cancel_operation, do_retry_operation_now

@@ -18,7 +18,7 @@ from django.utils import timezone
 from publishing.actions.revisions import do_create_revision
 from publishing.identities import SUMMARY_STEP, step_identity, step_key, summary_run_key_prefix
 from publishing.models import Brief, StepArtifact, SummaryRun
-from publishing.selectors import get_canonical_artifacts
+from publishing.selectors.summaries import get_canonical_artifacts
 from publishing.summary_rules import NEXT_STEP, STEPS, Proposal, first_revision_payload
 from workers.actions.enqueue import enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event

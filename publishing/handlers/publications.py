@@ -19,7 +19,8 @@ from publishing.clients import target
 from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH, publish_key
 from publishing.models import Publication, Revision
-from publishing.selectors import PublishChecks, get_publication, get_publish_checks, list_newer_sent_revisions
+from publishing.selectors.publications import get_publication, list_newer_sent_revisions
+from publishing.selectors.publish_checks import PublishChecks, get_publish_checks
 from publishing.verification import shows_title
 from workers.actions.claims import renew_lease
 from workers.crashpoints import crash_point
