@@ -130,6 +130,12 @@ class Operation(models.Model):
     payload_hash = models.CharField(max_length=64)
     subject_type = models.CharField(max_length=64)
     subject_id = models.CharField(max_length=200)
+    subject_version = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The version of the subject the operation acts on (a brief's revision number for a publish, "
+        "verify, republish or drift check); empty when the subject has none.",
+    )
     arguments = models.JSONField(default=dict, blank=True, help_text="Ids only; handlers load the rest.")
     status = models.CharField(max_length=16, choices=OperationStatus.choices, default=OperationStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0, help_text="Every try, including waits.")
@@ -186,7 +192,11 @@ class Operation(models.Model):
                 name="operation_lease_idx",
                 condition=models.Q(status=OperationStatus.RUNNING),
             ),
-            models.Index(fields=["subject_type", "subject_id"], name="operation_subject_idx"),
+            # A subject's operations, and among them one kind's older or newer versions (a brief's
+            # earlier publishes): the two leading columns serve the subject alone.
+            models.Index(
+                fields=["subject_type", "subject_id", "kind", "subject_version"], name="operation_subject_version_idx"
+            ),
             models.Index(fields=["status", "finished_at"], name="operation_status_finished_idx"),
         ]
 

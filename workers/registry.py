@@ -20,6 +20,7 @@ class ClaimedOperation:
     payload_hash: str
     subject_type: str
     subject_id: str
+    subject_version: int | None  # e.g. the brief's revision number (Operation.subject_version)
     arguments: dict[str, Any]
     attempt_id: str
     attempt_number: int

@@ -48,6 +48,7 @@ def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
             payload_hash=due.payload_hash,
             subject_type="brief",
             subject_id=due.public_id,
+            subject_version=due.number,
             arguments={"revision": due.number, "accepted_hash": due.accepted_hash},
         ).created
     return enqueued
@@ -67,6 +68,7 @@ def do_record_republication(
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,
+        subject_version=revision.number,
         arguments={"revision": revision.number, "publish_key": publish_key(public_id, revision.number)},
         after=[(republish_operation_id, Dependency.Requires.SUCCESS)],
     )

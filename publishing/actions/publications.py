@@ -45,6 +45,7 @@ def do_request_publication(revision: Revision) -> Enqueued:
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,
+        subject_version=revision.number,
         arguments={"revision": revision.number},
     )
     if not enqueued.created:
@@ -110,6 +111,7 @@ def do_record_publication(
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,
+        subject_version=revision.number,
         arguments={"revision": revision.number, "publish_key": key},
         after=[(publish_operation_id, Dependency.Requires.SUCCESS)],
     )

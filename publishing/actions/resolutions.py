@@ -266,6 +266,7 @@ def check_republish_approved(operation: Operation, *, acting_user: AnyUser) -> O
         payload_hash=problem.revision.payload_hash,
         subject_type="brief",
         subject_id=locked.subject_id,
+        subject_version=number,
         arguments={"revision": number, "conflict": conflict.id},
     )
     do_cancel_operation(locked, reason=f"an operator republished revision {number} over the drift", acting_user=user)

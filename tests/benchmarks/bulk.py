@@ -26,9 +26,9 @@ TOPICS = ["harbour", "election", "budget", "railway", "festival", "drought", "mu
 
 # One in 20 briefs by number: 2 drafting (no revision yet), 6 in review, 2 changes requested, 10 published.
 STATUSES = ["drafting"] * 2 + ["in_review"] * 6 + ["changes_requested"] * 2 + ["published"] * 10
-OPERATION_COLUMNS = """(key, kind, payload_hash, subject_type, subject_id, arguments, status, attempts, waits,
-    max_attempts, next_attempt_at, deadline, lease_owner, fencing_token, last_error_kind, last_error_message,
-    needs_operator, result, created_at, updated_at, finished_at)"""
+OPERATION_COLUMNS = """(key, kind, payload_hash, subject_type, subject_id, subject_version, arguments, status,
+    attempts, waits, max_attempts, next_attempt_at, deadline, lease_owner, fencing_token, last_error_kind,
+    last_error_message, needs_operator, result, created_at, updated_at, finished_at)"""
 
 
 def insert_briefs(
@@ -135,14 +135,15 @@ def _insert_succeeded_pairs(conn: psycopg.Connection, source: str, params: dict[
         ops AS (
             INSERT INTO workers_operation {OPERATION_COLUMNS}
             SELECT 'publish:' || public_id || ':revision-' || number, 'publish', payload_hash, 'brief', public_id,
-                   jsonb_build_object('revision', number), 'succeeded', 1, 0, 8, created_at - interval '1 minute',
+                   number, jsonb_build_object('revision', number), 'succeeded', 1, 0, 8,
+                   created_at - interval '1 minute',
                    created_at + interval '1 day', '', 1, '', '', false,
                    jsonb_build_object('external_id', external_id, 'permalink', permalink, 'first_application', true),
                    created_at - interval '1 minute', created_at, created_at
             FROM s
             UNION ALL
             SELECT 'verify:' || public_id || ':revision-' || number, 'verify', payload_hash, 'brief', public_id,
-                   jsonb_build_object(
+                   number, jsonb_build_object(
                        'revision', number, 'publish_key', 'publish:' || public_id || ':revision-' || number),
                    'succeeded', 1, 0, 8, created_at, created_at + interval '1 day', '', 1, '', '', false,
                    jsonb_build_object('permalink', permalink, 'verified_hash', payload_hash, 'title_shown', true),

@@ -103,6 +103,21 @@ def test_operation_identity__every_attempt_has_its_own_id():
     assert set(Attempt.objects.values_list("number", flat=True)) == {1, 2}
 
 
+@pytest.mark.django_db
+def test_subject_version__enqueued_stored_and_claimed_with_the_operation():
+    enqueued = enqueue("publish:brief-001:revision-3", subject_version=3, arguments={"revision": 3})
+    unversioned = enqueue("k-without-version")
+    assert enqueued.operation.subject_version == 3
+    assert dict(Operation.objects.values_list("key", "subject_version")) == {
+        "publish:brief-001:revision-3": 3,
+        "k-without-version": None,
+    }
+    claimed = {job.key: job for job in claim()}
+    assert claimed["publish:brief-001:revision-3"].subject_version == 3
+    assert claimed[unversioned.operation.key].subject_version is None
+    assert claimed["publish:brief-001:revision-3"].arguments == {"revision": 3}
+
+
 # --- invariant 8: atomic claim, lease, fencing ------------------------------------------------------
 
 

@@ -113,7 +113,7 @@ claimed AS (
         updated_at = statement_timestamp()
     FROM due
     WHERE o.id = due.id
-    RETURNING o.id, o.key, o.kind, o.payload_hash, o.subject_type, o.subject_id, o.arguments,
+    RETURNING o.id, o.key, o.kind, o.payload_hash, o.subject_type, o.subject_id, o.subject_version, o.arguments,
               o.attempts, o.fencing_token, o.deadline, o.last_error_kind, o.next_attempt_at,
               o.result IS NOT NULL AS observed
 ),
@@ -139,7 +139,7 @@ opened AS (
 )
 SELECT c.id, c.key, c.kind, c.payload_hash, c.subject_type, c.subject_id, c.arguments, c.attempts,
        c.fencing_token, c.deadline, opened.id AS attempt_id, opened.ambiguous,
-       (SELECT count(*) FROM candidates) > %(limit)s AS more_due
+       (SELECT count(*) FROM candidates) > %(limit)s AS more_due, c.subject_version
 FROM claimed c
 JOIN opened ON opened.operation_id = c.id
 ORDER BY c.next_attempt_at, c.id
@@ -188,6 +188,7 @@ def claim_due(*, worker_id: str, limit: int, kinds: list[str] | None = None) -> 
             payload_hash=row[3],
             subject_type=row[4],
             subject_id=row[5],
+            subject_version=row[13],
             # Django loads jsonb as text and decodes it in the field; a raw cursor must too.
             arguments=json.loads(row[6]) if isinstance(row[6], str) else row[6] or {},
             attempt_number=row[7],

@@ -35,10 +35,11 @@ class Enqueued:
 ENQUEUE_SQL = f"""
 WITH inserted AS (
     INSERT INTO workers_operation
-        (key, kind, payload_hash, subject_type, subject_id, arguments, status, attempts, waits,
+        (key, kind, payload_hash, subject_type, subject_id, subject_version, arguments, status, attempts, waits,
          max_attempts, next_attempt_at, deadline, lease_owner, fencing_token, last_error_kind,
          last_error_message, needs_operator, created_at, updated_at)
-    VALUES (%(key)s, %(kind)s, %(payload_hash)s, %(subject_type)s, %(subject_id)s, %(arguments)s::jsonb,
+    VALUES (%(key)s, %(kind)s, %(payload_hash)s, %(subject_type)s, %(subject_id)s, %(subject_version)s::integer,
+            %(arguments)s::jsonb,
             'pending', 0, 0, %(max_attempts)s,
             LEAST(statement_timestamp(),
                   (SELECT min(p.next_attempt_at) FROM workers_operation p
@@ -65,6 +66,7 @@ def enqueue_operation(
     payload_hash: str,
     subject_type: str,
     subject_id: str,
+    subject_version: int | None = None,
     arguments: dict[str, Any] | None = None,
     after: Iterable[tuple[Operation | int, str]] = (),
     max_attempts: int | None = None,
@@ -74,8 +76,10 @@ def enqueue_operation(
     Canonical-first: insert, or read the operation that already holds the key. The same key
     with the same payload hash returns the existing operation (created False). With another
     hash nothing is enqueued: a Conflict is recorded and audited, in the caller's
-    transaction, and returned for the caller to report — never as a success. `after` adds
-    durable prerequisites as (operation or its id, Dependency.Requires). Rings the doorbell on commit.
+    transaction, and returned for the caller to report — never as a success. `subject_version`
+    is the version of the subject acted on (a brief's revision number), which the readers of a
+    subject's older or newer operations compare. `after` adds durable prerequisites as
+    (operation or its id, Dependency.Requires). Rings the doorbell on commit.
     """
     now = timezone.now()
     edges = list(after)
@@ -85,6 +89,7 @@ def enqueue_operation(
         "payload_hash": payload_hash,
         "subject_type": subject_type,
         "subject_id": subject_id,
+        "subject_version": subject_version,
         "arguments": arguments or {},
         "max_attempts": max_attempts or settings.GALLEY_MAX_ATTEMPTS,
     }
