@@ -73,6 +73,17 @@ def rows_by_name(cursor: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
+def brief_versions(operation: str, *, public_id: str, versions: str) -> str:
+    """The condition that operation row `operation` acts on brief `public_id` (an SQL expression) at a
+    revision `versions` (a comparison, e.g. "< %(number)s"): a brief's older or newer publishes and
+    verifications, by the typed, indexed subject_version (the subject index's columns). The ORM's
+    spelling is `.for_subject("brief", public_id).filter(subject_version__lt=number)`."""
+    return (
+        f"{operation}.subject_type = 'brief' AND {operation}.subject_id = {public_id}"
+        f" AND {operation}.subject_version {versions}"
+    )
+
+
 _BRIEF = Brief._meta.db_table
 _REVISION = Revision._meta.db_table
 _PUBLICATION = Publication._meta.db_table
@@ -114,10 +125,10 @@ SELECT {columns(Revision, "r", prefix="revision__")},
         JOIN {_REVISION} newer ON newer.id = p.revision_id
         WHERE p.brief_id = r.brief_id AND newer.number > r.number
         LIMIT 1) AS newer_published,
-       (SELECT (o.arguments ->> 'revision')::integer
+       (SELECT o.subject_version
         FROM {_OPERATION} o
-        WHERE o.subject_type = 'brief' AND o.subject_id = b.public_id AND o.kind = %(publish)s
-          AND o.arguments -> 'revision' > to_jsonb(r.number) AND o.attempts > 0
+        WHERE {brief_versions("o", public_id="b.public_id", versions="> r.number")}
+          AND o.kind = %(publish)s AND o.attempts > 0
         LIMIT 1) AS newer_attempted
 FROM {_REVISION} r
 JOIN {_BRIEF} b ON b.id = r.brief_id
@@ -140,7 +151,22 @@ GROUP BY 1, 2, 3
 ORDER BY 1, 2, 3
 """  # noqa: S608 -- table names from the models; every value is a parameter
 
-# -- Writes (publishing.actions.publications) ------------------------------------------------------
+# -- Writes (publishing.actions) -------------------------------------------------------------------
+
+# A new brief's number, for its public id (brief-042): the sequence of migration 0002, never reused, so
+# a public id is stable for the life of its brief (invariant 1: identities never change).
+NEXT_BRIEF_NUMBER_SQL = f"SELECT nextval('{_BRIEF}_number_seq') AS number"
+
+# A summary step's artifact, canonical-first (invariant 6: publishing.actions.summaries.do_store_artifact):
+# insert the proposal, or nothing when another run's insert of the identity won; the caller reads the
+# winner back. Positional parameters: brief id, source hash, step, identity, content, provider, model, usage.
+STORE_ARTIFACT_SQL = f"""
+INSERT INTO {_STEP_ARTIFACT}
+    (brief_id, source_hash, step, identity, content, provider, model, usage, created_at)
+VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s::jsonb, statement_timestamp())
+ON CONFLICT (identity) DO NOTHING
+"""  # noqa: S608 -- the table name from the model; every value is a parameter
+
 
 # The publish's finalize: the brief's lock and the publication, in one statement (invariant 5: the
 # publication commits with the operation's success). The CTE locks the brief before the insert reads
@@ -202,14 +228,12 @@ advanced AS (
 SELECT (SELECT status FROM advanced) AS new_status,
        (SELECT number FROM latest) AS latest,
        ARRAY(SELECT o.id FROM {_OPERATION} o
-             WHERE o.subject_type = 'brief' AND o.subject_id = %(public_id)s
+             WHERE {brief_versions("o", public_id="%(public_id)s", versions="< %(number)s")}
                AND o.kind = ANY(%(kinds)s::text[]) AND o.status = ANY(%(open)s::text[])
-               AND o.arguments -> 'revision' < to_jsonb(%(number)s::integer)
              ORDER BY o.id) AS replaced,
        ARRAY(SELECT o.id FROM {_OPERATION} o
-             WHERE o.subject_type = 'brief' AND o.subject_id = %(public_id)s
+             WHERE {brief_versions("o", public_id="%(public_id)s", versions="< %(number)s")}
                AND o.kind = %(publish)s AND o.status = ANY(%(ended)s::text[]) AND o.result ? 'external_id'
-               AND o.arguments -> 'revision' < to_jsonb(%(number)s::integer)
                AND NOT EXISTS (SELECT 1 FROM {_PUBLICATION} p WHERE p.operation_key = o.key)
              ORDER BY o.id) AS unrecorded
 """  # noqa: S608 -- table names from the models; every value is a parameter

@@ -10,7 +10,15 @@ from django.utils import timezone
 from approvals.notifications import do_notify_published
 from publishing.actions.resolutions import OPEN, do_close_replaced_problems
 from publishing.actions.revisions import check_brief_transition
-from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY, publish_key, revision_subject_id, verify_key
+from publishing.identities import (
+    PUBLICATION_KINDS,
+    PUBLISH,
+    VERIFY,
+    publish_key,
+    revision_number,
+    revision_subject_id,
+    verify_key,
+)
 from publishing.models import Brief, Publication, Revision
 from publishing.sql import (
     LOCK_BRIEF_SQL,
@@ -53,14 +61,11 @@ def do_request_publication(revision: Revision) -> Enqueued:
     older = (
         Operation.objects.unfinished()
         .for_subject("brief", public_id)
-        .filter(kind=PUBLISH)
-        .exclude(id=enqueued.operation.id)
+        .filter(kind=PUBLISH, subject_version__lt=revision.number)
         .order_by("id")
     )
     for operation in older:
-        if int(operation.arguments["revision"]) >= revision.number:
-            continue
-        reason = f"revision {revision.number} was approved before revision {operation.arguments['revision']} was sent"
+        reason = f"revision {revision.number} was approved before revision {operation.subject_version} was sent"
         if not supersede_waiting_operation(operation, reason=reason):
             add_dependency(enqueued.operation, prerequisite=operation, requires=Dependency.Requires.COMPLETION)
     return enqueued
@@ -142,7 +147,7 @@ def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, pu
     if not operation_ids:  # the usual case, on every verification: not even a query to compile
         return
     for operation in Operation.objects.filter(id__in=operation_ids).order_by("id"):
-        revision = Revision.objects.get(brief_id=brief_id, number=int(operation.arguments["revision"]))
+        revision = Revision.objects.get(brief_id=brief_id, number=revision_number(operation))
         receipt = operation.result
         _publication, created = Publication.objects.get_or_create(
             operation_key=operation.key,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db.models import Exists, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Now
 
-from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS
+from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, revision_number
 from publishing.models import Brief, Publication
 from workers.models import UNFINISHED_STATUSES, Conflict, Operation, OperationStatus
 
@@ -49,17 +49,19 @@ def list_due_drift_checks(*, limit: int, interval: datetime.timedelta) -> list[D
         .order_by(F("last_checked").asc(nulls_first=True), "id")
         .values_list("brief__public_id", "revision__number", "payload_hash")[:limit]
     )
-    accepted: dict[tuple[str, int], str] = {}
+    accepted: dict[tuple[str, int | None], str] = {}
     drifts = (
         Conflict.objects.filter(
-            kind=Conflict.Kind.DRIFT, operation__subject_type="brief", operation__subject_id__in={row[0] for row in due}
+            kind=Conflict.Kind.DRIFT,
+            operation__subject_type="brief",
+            operation__subject_id__in={public_id for public_id, _number, _digest in due},
         )
         .order_by("id")
-        .values_list("operation__subject_id", "operation__arguments", "accepted_payload_hash")
+        .values_list("operation__subject_id", "operation__subject_version", "accepted_payload_hash")
     )
     # The latest drift of each revision says what is accepted: a republish after an acceptance ends it.
-    for public_id, arguments, digest in drifts:
-        accepted[(public_id, int(arguments["revision"]))] = digest
+    for public_id, number, digest in drifts:
+        accepted[(public_id, number)] = digest
     return [
         DueDriftCheck(public_id, number, digest, accepted.get((public_id, number), ""))
         for public_id, number, digest in due
@@ -93,7 +95,7 @@ def get_drift_notice(brief: Brief) -> DriftNotice | None:
     if conflict is None:
         return None
     operation = conflict.operation
-    number = int(operation.arguments["revision"])
+    number = revision_number(operation)
     if brief.published_revision_number is not None and brief.published_revision_number > number:
         return None
     is_open = conflict.resolved_at is None and operation.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)

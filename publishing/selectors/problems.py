@@ -11,7 +11,7 @@ from django.db.models import Model
 
 from publishing.approval import get_valid_approval
 from publishing.diffs import PayloadDiff, diff_payloads
-from publishing.identities import PUBLISH, publish_key
+from publishing.identities import PUBLISH, publish_key, revision_number
 from publishing.models import Brief, Publication, Revision
 from workers.models import AuditEvent, Conflict, Operation, OperationStatus
 
@@ -126,7 +126,7 @@ class PublicationProblemView:
 def get_publication_problem(operation: Operation) -> PublicationProblemView:
     public_id = operation.subject_id
     revision = Revision.objects.select_related("brief").get(
-        brief__public_id=public_id, number=int(operation.arguments["revision"])
+        brief__public_id=public_id, number=revision_number(operation)
     )
     conflict = operation.conflicts.filter(resolved_at__isnull=True).order_by("-id").first()
     if conflict is None:

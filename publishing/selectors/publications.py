@@ -113,12 +113,9 @@ def list_newer_sent_revisions(publication: Publication, *, public_id: str) -> li
     a publication: the target applied it) or sent (its publish has made an attempt, and may just not be
     recorded yet), newest first. A verification that finds the target showing one of them is over
     (superseded), not failed. Two queries; only on a verification's failure path."""
-    sent = [
-        int(number)
-        for number in Operation.objects.filter(
-            subject_type="brief", subject_id=public_id, kind=PUBLISH, attempts__gt=0
-        ).values_list("arguments__revision", flat=True)
-    ]
+    sent = Operation.objects.filter(
+        subject_type="brief", subject_id=public_id, kind=PUBLISH, attempts__gt=0
+    ).values_list("subject_version", flat=True)
     return list(
         Revision.objects.filter(brief_id=publication.brief_id, number__gt=publication.revision.number)
         .filter(Q(publication__isnull=False) | Q(number__in=sent))
