@@ -24,7 +24,8 @@ from publishing.errors import InvalidInput, NotFound, PermissionRefused
 from publishing.identities import revision_subject_id
 from publishing.models import Brief, Revision
 from publishing.roles import AnyUser, Role, has_role, require_role
-from publishing.selectors import access_brief, get_latest_revision, get_revision
+from publishing.selectors.briefs import access_brief
+from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.validation import clean_text
 from workers.audit import record_audit_event
 

@@ -16,7 +16,9 @@ class ApprovalsConfig(AppConfig):
             do_notify_published,
             do_notify_submitted,
         )
+        from approvals.selectors import get_valid_approval
         from publishing.announcements import register_published, register_revision_submitted
+        from publishing.approval import register_valid_approval
         from workers.registry import register, register_operator_needed
 
         register(NOTIFICATION_EMAIL, handle_notification_email)
@@ -25,3 +27,4 @@ class ApprovalsConfig(AppConfig):
         register_revision_submitted(do_notify_submitted)
         register_published(do_notify_published)
         register_operator_needed(do_notify_publish_problem)
+        register_valid_approval(get_valid_approval)

@@ -18,9 +18,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from approvals.models import Approval, Assignment, Comment, Notification
+from approvals.sql import PUBLISHED_RECIPIENTS_SQL
 from publishing.identities import PUBLICATION_KINDS
 from publishing.models import Brief, Revision
 from publishing.roles import Role
+from publishing.sql import from_row, rows_by_name
 from workers.actions.enqueue import enqueue_operation
 from workers.prepared import execute_prepared
 from workers.registry import OperatorNeeded
@@ -145,20 +147,6 @@ def do_notify_commented(comment: Comment, *, acting_user: User) -> None:
     )
 
 
-# Who is told of a publication: the brief's author and the revision's approvers, read in one prepared
-# statement (it runs in every verification's finalize); do_notify applies its rules to them.
-PUBLISHED_RECIPIENTS_SQL = f"""
-SELECT u.id, u.email, u.is_active
-FROM {User._meta.db_table} u
-WHERE u.id = %(author_id)s
-   OR u.id IN (SELECT a.approver_id
-               FROM {Approval._meta.db_table} a
-               JOIN {Revision._meta.db_table} r ON r.id = a.revision_id
-               WHERE r.brief_id = %(brief_id)s AND r.number = %(number)s AND a.decision = %(approved)s)
-ORDER BY u.id <> %(author_id)s, u.id
-"""  # noqa: S608 -- table names from the models; every value is a parameter
-
-
 def do_notify_published(brief: Brief, *, revision_number: int, permalink: str) -> None:
     """In the verify operation's finalize: the brief's author and whoever approved the revision."""
     params = {
@@ -168,7 +156,7 @@ def do_notify_published(brief: Brief, *, revision_number: int, permalink: str) -
         "approved": Approval.Decision.APPROVED,
     }
     with execute_prepared(PUBLISHED_RECIPIENTS_SQL, params) as cursor:
-        recipients = [User.from_db(None, ["id", "email", "is_active"], row) for row in cursor.fetchall()]
+        recipients = [from_row(User, row) for row in rows_by_name(cursor)]
     do_notify(
         recipients,
         event=Notification.Event.PUBLISHED,

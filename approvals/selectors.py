@@ -4,11 +4,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import Group, User
+from django.db import connection
 from django.db.models import Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from approvals.models import Approval, Assignment, Comment, Notification
+from approvals.sql import VALID_APPROVAL_SQL
 from publishing.models import Brief, Revision
 from publishing.roles import Role
+from publishing.sql import from_row, row_by_name
 
 
 def list_decisions(revision: Revision) -> QuerySet[Approval]:
@@ -16,17 +19,15 @@ def list_decisions(revision: Revision) -> QuerySet[Approval]:
 
 
 def get_valid_approval(revision: Revision) -> Approval | None:
-    """An approval of exactly this revision and its payload hash, or None.
+    """An approval of exactly this revision and its payload hash (the first given), or None.
 
-    An approval of another revision never counts, however similar its payload.
+    An approval of another revision never counts, however similar its payload: the rule is
+    approvals.sql.valid_approval_of, which the publish's own checks embed too.
     """
-    return (
-        Approval.objects.filter(
-            revision=revision, payload_hash=revision.payload_hash, decision=Approval.Decision.APPROVED
-        )
-        .order_by("created_at", "id")
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(VALID_APPROVAL_SQL, {"revision_id": revision.pk})
+        row = row_by_name(cursor)
+    return None if row is None else from_row(Approval, row)
 
 
 # --- Assignment and the inbox ------------------------------------------------------------------------

@@ -24,7 +24,9 @@ from approvals.selectors import list_inbox, list_notifications
 from publishing.errors import GalleyError, InvalidInput, NotFound, PermissionRefused
 from publishing.middleware import check_form_text, checks_own_form_text
 from publishing.roles import AnyUser, Role, can_view, require_role
-from publishing.selectors import access_brief, get_revision, get_revision_page
+from publishing.selectors.briefs import access_brief
+from publishing.selectors.review import get_revision_page
+from publishing.selectors.revisions import get_revision
 
 # A refusal's status says whose move it is: fix the form (400), nothing there (404), not yours to
 # make (403), or the revision moved on / the decision was made (409). Looked up along the

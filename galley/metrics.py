@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from publishing.roles import Role, has_role
-from publishing.selectors import get_publish_latency_histogram, list_ai_token_totals
+from publishing.selectors.metrics import get_publish_latency_histogram, list_ai_token_totals
 from workers.selectors import get_queue_summary, list_attempt_totals, list_queue_depth, list_queue_time_histograms
 
 logger = logging.getLogger(__name__)

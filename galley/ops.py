@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET
 from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY
 from publishing.live import Partial, live_partial
 from publishing.roles import Role, require_role
-from publishing.selectors import list_publish_latency_per_minute
+from publishing.selectors.metrics import list_publish_latency_per_minute
 from workers.models import Attempt, Operation, OperationStatus
 from workers.selectors import (
     MinuteCount,

@@ -25,7 +25,7 @@ from publishing.errors import GalleyError
 from publishing.identities import PUBLICATION_KINDS
 from publishing.models import ApiToken, Brief, PublicationProblem, Revision
 from publishing.roles import Role, has_role
-from publishing.selectors import PROBLEM_QUEUED, get_publication_problem
+from publishing.selectors.problems import PROBLEM_QUEUED, get_publication_problem
 from workers.models import AuditEvent, OperationStatus
 
 REVISION_FIELDS = ("number", "payload_hash", "author", "created_at")

@@ -4,6 +4,8 @@ read back from the database always matches the key that was written."""
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 # Operation kinds, each with its handler (publishing.apps).
 PUBLISH = "publish"
 VERIFY = "verify"
@@ -14,6 +16,24 @@ DRIFT_CHECK = "drift_check"
 REPUBLISH = "republish"
 # Every kind of a brief's publication: what an operator settles among the publication problems.
 PUBLICATION_KINDS = (PUBLISH, VERIFY, REPUBLISH, DRIFT_CHECK)
+
+
+class _ActsOnAVersion(Protocol):
+    @property
+    def subject_version(self) -> int | None: ...
+    @property
+    def arguments(self) -> dict[str, Any]: ...
+
+
+def revision_number(operation: _ActsOnAVersion) -> int:
+    """The revision a brief's publication operation (publish, verify, republish, drift check) acts on:
+    its typed subject_version, which publishing's actions enqueue every one of them with. An operation
+    enqueued without it (straight through workers.actions.enqueue, as some tests do) still names it in
+    its arguments, which are read then; the comparisons of a brief's older and newer operations read the
+    column alone (publishing.sql.brief_versions)."""
+    if operation.subject_version is not None:
+        return operation.subject_version
+    return int(operation.arguments["revision"])
 
 
 def brief_public_id(number: int) -> str:

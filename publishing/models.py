@@ -57,7 +57,7 @@ class Brief(models.Model):
                 condition=models.Q(public_id__regex=r"^brief-[0-9]{3,}$"), name="brief_public_id_form"
             ),
         ]
-        # The brief list (publishing.selectors.list_briefs) picks a page's ids from these alone: they
+        # The brief list (publishing.selectors.briefs.list_briefs) picks a page's ids from these alone: they
         # hold its order, its status filter and the columns its search reads (migration 0009).
         indexes = [
             models.Index(

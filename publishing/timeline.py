@@ -15,7 +15,7 @@ from approvals.models import Approval, Assignment, Comment
 from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, SUMMARY_STEP, VERIFY
 from publishing.models import Brief, Publication, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, has_role
-from publishing.selectors import RunOutcome, get_run_outcome
+from publishing.selectors.summaries import RunOutcome, get_run_outcome
 from publishing.summary_rules import SummaryStep
 from workers.models import Attempt, Operation, OperationStatus
 

@@ -22,19 +22,17 @@ from publishing.live import Partial, live_partial
 from publishing.middleware import check_form_text, checks_own_form_text
 from publishing.models import Brief
 from publishing.roles import Role, can_view, require_role
-from publishing.selectors import (
-    RevisionPage,
-    access_brief,
-    get_drift_notice,
+from publishing.selectors.briefs import access_brief, list_briefs
+from publishing.selectors.drift import get_drift_notice
+from publishing.selectors.publications import list_brief_badges
+from publishing.selectors.review import RevisionPage, get_revision_page
+from publishing.selectors.revisions import (
     get_latest_revision,
-    get_pipeline_view,
     get_revision,
     get_revision_comparison,
-    get_revision_page,
-    list_brief_badges,
-    list_briefs,
     list_revision_numbers,
 )
+from publishing.selectors.summaries import get_pipeline_view
 from publishing.timeline import get_brief_timeline
 
 BRIEFS_PER_PAGE = 20

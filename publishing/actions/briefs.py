@@ -17,11 +17,10 @@ from publishing.hashing import source_hash
 from publishing.identities import brief_public_id
 from publishing.models import Brief
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import access_brief
+from publishing.selectors.briefs import access_brief
+from publishing.sql import NEXT_BRIEF_NUMBER_SQL, the_row_by_name
 from publishing.validation import clean_text
 from workers.audit import record_audit_event
-
-BRIEF_NUMBER_SEQUENCE = "publishing_brief_number_seq"
 
 
 class NewBriefFormReused(GalleyError):
@@ -99,8 +98,8 @@ def do_create_brief(
         if existing is not None:
             return existing, False
     with connection.cursor() as cursor:
-        cursor.execute("SELECT nextval(%s)", [BRIEF_NUMBER_SEQUENCE])
-        (number,) = cursor.fetchone()
+        cursor.execute(NEXT_BRIEF_NUMBER_SQL)
+        number = the_row_by_name(cursor)["number"]
     brief = Brief(
         public_id=brief_public_id(number),
         title=title,

@@ -17,7 +17,7 @@ from publishing.identities import (
     revision_subject_id,
 )
 from publishing.models import Revision
-from publishing.selectors import list_due_drift_checks
+from publishing.selectors.drift import list_due_drift_checks
 from workers.actions.enqueue import enqueue_operation
 from workers.audit import record_audit_event
 from workers.models import Dependency
@@ -29,7 +29,7 @@ DRIFT_ROUND_LOCK_KEY = 0x4452494654
 @transaction.atomic(savepoint=False)
 def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
     """One round of the periodic check: a `drift_check` operation for each of at most `limit`
-    published revisions not checked within `interval` (publishing.selectors.list_due_drift_checks), keyed by the
+    published revisions not checked within `interval` (publishing.selectors.drift.list_due_drift_checks), keyed by the
     round's database time. A publication whose check is still under way is left out, so rounds never
     pile checks up, whatever their number or overlap. Returns how many it enqueued."""
     if limit <= 0:

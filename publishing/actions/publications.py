@@ -8,10 +8,26 @@ from django.db import transaction
 from django.utils import timezone
 
 from publishing.actions.resolutions import OPEN, do_close_replaced_problems
-from publishing.actions.revisions import check_brief_transition, statuses_leading_to
+from publishing.actions.revisions import check_brief_transition
 from publishing.announcements import announce_published
-from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY, publish_key, revision_subject_id, verify_key
+from publishing.identities import (
+    PUBLICATION_KINDS,
+    PUBLISH,
+    VERIFY,
+    publish_key,
+    revision_number,
+    revision_subject_id,
+    verify_key,
+)
 from publishing.models import Brief, Publication, Revision
+from publishing.sql import (
+    LOCK_BRIEF_SQL,
+    RECORD_PUBLICATION_SQL,
+    RECORD_VERIFICATION_SQL,
+    from_row,
+    row_by_name,
+    the_row_by_name,
+)
 from workers.actions.enqueue import Enqueued, add_dependency, enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
 from workers.models import Dependency, Operation, OperationStatus
@@ -45,35 +61,14 @@ def do_request_publication(revision: Revision) -> Enqueued:
     older = (
         Operation.objects.unfinished()
         .for_subject("brief", public_id)
-        .filter(kind=PUBLISH)
-        .exclude(id=enqueued.operation.id)
+        .filter(kind=PUBLISH, subject_version__lt=revision.number)
         .order_by("id")
     )
     for operation in older:
-        if int(operation.arguments["revision"]) >= revision.number:
-            continue
-        reason = f"revision {revision.number} was approved before revision {operation.arguments['revision']} was sent"
+        reason = f"revision {revision.number} was approved before revision {operation.subject_version} was sent"
         if not supersede_waiting_operation(operation, reason=reason):
             add_dependency(enqueued.operation, prerequisite=operation, requires=Dependency.Requires.COMPLETION)
     return enqueued
-
-
-# The brief's lock and the publication, in one statement: the CTE locks the brief before the insert
-# reads it (README, "Lock order"), and ON CONFLICT makes a second run insert nothing. Without the
-# lock the publication's foreign-key check would take the brief at COMMIT, after the operation row:
-# the reverse of an approval, which holds the brief and waits for the operation. NO KEY UPDATE
-# still serialises with the brief's writers.
-RECORD_PUBLICATION_SQL = f"""
-WITH brief AS (
-    SELECT id FROM {Brief._meta.db_table} WHERE id = %(brief_id)s FOR NO KEY UPDATE
-)
-INSERT INTO {Publication._meta.db_table}
-    (brief_id, revision_id, operation_key, payload_hash, external_id, permalink, created_at, verified_at)
-SELECT brief.id, %(revision_id)s, %(key)s, %(payload_hash)s, %(external_id)s, %(permalink)s, %(now)s, NULL
-FROM brief
-ON CONFLICT (operation_key) DO NOTHING
-RETURNING id
-"""  # noqa: S608 -- table names from the models; every value is a parameter
 
 
 @transaction.atomic(savepoint=False)
@@ -98,13 +93,13 @@ def do_record_publication(
         "now": now,
     }
     with execute_prepared(RECORD_PUBLICATION_SQL, params) as cursor:
-        inserted = cursor.fetchone()
+        inserted = row_by_name(cursor)
     if inserted is None:
         publication = Publication.objects.get(operation_key=key)
     else:
         # What was just inserted: no second round trip to read it back.
         publication = Publication(
-            id=inserted[0],
+            id=inserted["id"],
             brief_id=revision.brief_id,
             revision=revision,
             operation_key=key,
@@ -137,60 +132,6 @@ def do_record_publication(
     return publication
 
 
-# The verification's finalize locks the brief in a statement of its own (first: README, "Lock
-# order"): a statement that waited for the lock still reads other tables as they were when it began,
-# and would miss a revision the lock's holder added meanwhile.
-LOCK_BRIEF_SQL = f"""
-SELECT public_id, status, published_revision_number, author_id
-FROM {Brief._meta.db_table} WHERE id = %(brief_id)s
-FOR NO KEY UPDATE
-"""  # noqa: S608 -- the table name from the model; every value is a parameter
-
-# Then its writes in one statement: mark the publication observed, advance the brief's published
-# revision (never backwards: invariant 4) and show it published when this is its latest revision
-# and its status may go there (do_change_brief_status's rule). It returns the brief's new status
-# (None when it did not advance), its latest revision number, the brief's stuck publications of
-# older revisions (publish or verify operations in resolutions.OPEN), which this one replaces, and
-# the older publishes that ended without a Publication although their worker had recorded the
-# target's receipt (`result`: applied there), dead, in conflict or cancelled by an operator.
-RECORD_VERIFICATION_SQL = f"""
-WITH verified AS (
-    UPDATE {Publication._meta.db_table} SET verified_at = %(now)s
-    WHERE id = %(publication_id)s AND verified_at IS NULL
-),
-latest AS (
-    SELECT max(number) AS number FROM {Revision._meta.db_table} WHERE brief_id = %(brief_id)s
-),
-shown AS (
-    SELECT b.id, (SELECT number FROM latest) = %(number)s AND b.status = ANY(%(may_publish)s::text[]) AS published
-    FROM {Brief._meta.db_table} b WHERE b.id = %(brief_id)s
-),
-advanced AS (
-    UPDATE {Brief._meta.db_table} b
-    SET published_revision_number = %(number)s,
-        status = CASE WHEN shown.published THEN %(published)s ELSE b.status END,
-        updated_at = CASE WHEN shown.published THEN %(now)s ELSE b.updated_at END
-    FROM shown
-    WHERE b.id = shown.id
-      AND (b.published_revision_number IS NULL OR b.published_revision_number < %(number)s)
-    RETURNING b.status
-)
-SELECT (SELECT status FROM advanced),
-       (SELECT number FROM latest),
-       ARRAY(SELECT o.id FROM {Operation._meta.db_table} o
-             WHERE o.subject_type = 'brief' AND o.subject_id = %(public_id)s
-               AND o.kind = ANY(%(kinds)s::text[]) AND o.status = ANY(%(open)s::text[])
-               AND o.arguments -> 'revision' < to_jsonb(%(number)s::integer)
-             ORDER BY o.id),
-       ARRAY(SELECT o.id FROM {Operation._meta.db_table} o
-             WHERE o.subject_type = 'brief' AND o.subject_id = %(public_id)s
-               AND o.kind = %(publish)s AND o.status = ANY(%(ended)s::text[]) AND o.result ? 'external_id'
-               AND o.arguments -> 'revision' < to_jsonb(%(number)s::integer)
-               AND NOT EXISTS (SELECT 1 FROM {Publication._meta.db_table} p WHERE p.operation_key = o.key)
-             ORDER BY o.id)
-"""  # noqa: S608 -- table names from the models; every value is a parameter
-
-
 def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, published_number: int) -> None:
     """Every application at the target ends with a Publication and an audit record, even a replaced one.
 
@@ -206,7 +147,7 @@ def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, pu
     if not operation_ids:  # the usual case, on every verification: not even a query to compile
         return
     for operation in Operation.objects.filter(id__in=operation_ids).order_by("id"):
-        revision = Revision.objects.get(brief_id=brief_id, number=int(operation.arguments["revision"]))
+        revision = Revision.objects.get(brief_id=brief_id, number=revision_number(operation))
         receipt = operation.result
         _publication, created = Publication.objects.get_or_create(
             operation_key=operation.key,
@@ -244,7 +185,8 @@ def do_record_verification(publication: Publication) -> None:
     """
     number = publication.revision.number
     with execute_prepared(LOCK_BRIEF_SQL, {"brief_id": publication.brief_id}) as cursor:
-        public_id, status, published_before, author_id = cursor.fetchone()  # type: ignore[misc]
+        locked = from_row(Brief, the_row_by_name(cursor))
+    public_id, status, published_before = locked.public_id, locked.status, locked.published_revision_number
     params = {
         "brief_id": publication.brief_id,
         "publication_id": publication.id,
@@ -252,20 +194,20 @@ def do_record_verification(publication: Publication) -> None:
         "number": number,
         "now": timezone.now(),
         "published": Brief.Status.PUBLISHED,
-        "may_publish": statuses_leading_to(Brief.Status.PUBLISHED),
         "kinds": list(PUBLICATION_KINDS),
         "open": list(OPEN),
         "publish": PUBLISH,
         "ended": [*OPEN, OperationStatus.CANCELLED],
     }
     with execute_prepared(RECORD_VERIFICATION_SQL, params) as cursor:
-        new_status, latest, replaced, unrecorded = cursor.fetchone()  # type: ignore[misc]
+        outcome = the_row_by_name(cursor)
+    new_status, latest = outcome["new_status"], outcome["latest"]
     if new_status is None:  # a newer revision is published already: nothing advances
         return
     if latest == number and status != Brief.Status.PUBLISHED:
         check_brief_transition(public_id, status, Brief.Status.PUBLISHED)  # raises: the finalize rolls back
-    _record_replaced_applications(unrecorded, brief_id=publication.brief_id, published_number=number)
-    do_close_replaced_problems(replaced, published_number=number)
+    _record_replaced_applications(outcome["unrecorded"], brief_id=publication.brief_id, published_number=number)
+    do_close_replaced_problems(outcome["replaced"], published_number=number)
     record_audit_event(
         acting_user=None,
         event_type="publication.verified",
@@ -274,10 +216,6 @@ def do_record_verification(publication: Publication) -> None:
         old_state={"published_revision": published_before, "status": status},
         new_state={"published_revision": number, "status": new_status, "permalink": publication.permalink},
     )
-    # from_db takes the loaded fields in the model's order; the rest load if ever read.
-    brief = Brief.from_db(
-        None,
-        ["id", "public_id", "author_id", "status", "published_revision_number"],
-        [publication.brief_id, public_id, author_id, new_status, number],
-    )
-    announce_published(brief, revision_number=number, permalink=publication.permalink)
+    # The brief as it is now, from the locked row; the columns not read load if ever read.
+    locked.status, locked.published_revision_number = new_status, number
+    announce_published(locked, revision_number=number, permalink=publication.permalink)

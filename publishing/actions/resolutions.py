@@ -21,9 +21,11 @@ from django.db import transaction
 from publishing.actions.revisions import TITLE_MAX_CHARS, do_create_revision
 from publishing.errors import InvalidInput
 from publishing.hashing import PayloadError, payload_hash
-from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key
+from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key, revision_number
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import PROBLEM_OPEN, access_brief, get_latest_revision, get_publication_problem
+from publishing.selectors.briefs import access_brief
+from publishing.selectors.problems import PROBLEM_OPEN, get_publication_problem
+from publishing.selectors.revisions import get_latest_revision
 from publishing.validation import clean_text
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_cancel_operation, do_retry_operation_now
@@ -302,7 +304,7 @@ def check_adopt_drift(operation: Operation, *, acting_user: AnyUser) -> Outcome:
             drift.body, field="The site's body", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=True
         ),
     }
-    number = int(locked.arguments["revision"])
+    number = revision_number(locked)
     try:
         digest = payload_hash(payload)
     except PayloadError as exc:

@@ -15,7 +15,9 @@ from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import revision_subject_id
 from publishing.models import Brief, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, require_role
-from publishing.selectors import access_brief, get_canonical_artifacts, get_latest_revision, get_revision
+from publishing.selectors.briefs import access_brief
+from publishing.selectors.revisions import get_latest_revision, get_revision
+from publishing.selectors.summaries import get_canonical_artifacts
 from publishing.summary_rules import SuggestionTake, apply_suggestion
 from publishing.validation import clean_text
 from workers.audit import record_audit_event
@@ -39,11 +41,6 @@ def check_brief_transition(public_id: str, old: str, new: str) -> None:
     """Raises InvalidInput unless a brief may go from `old` to `new`."""
     if new not in BRIEF_TRANSITIONS[old]:
         raise InvalidInput(f"{public_id} cannot go from {old} to {new}.")
-
-
-def statuses_leading_to(status: str) -> list[str]:
-    """Every status a brief may go to `status` from, for a statement that moves it there itself."""
-    return sorted(old for old, allowed in BRIEF_TRANSITIONS.items() if status in allowed)
 
 
 def do_change_brief_status(brief: Brief, status: str) -> str:

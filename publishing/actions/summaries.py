@@ -18,7 +18,8 @@ from django.utils import timezone
 from publishing.actions.revisions import do_create_revision
 from publishing.identities import SUMMARY_STEP, step_identity, step_key, summary_run_key_prefix
 from publishing.models import Brief, StepArtifact, SummaryRun
-from publishing.selectors import get_canonical_artifacts
+from publishing.selectors.summaries import get_canonical_artifacts
+from publishing.sql import STORE_ARTIFACT_SQL
 from publishing.summary_rules import NEXT_STEP, STEPS, Proposal, first_revision_payload
 from workers.actions.enqueue import enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
@@ -108,12 +109,7 @@ def do_store_artifact(run: SummaryRun, step: str, proposal: Proposal) -> StepArt
     identity = step_identity(run.brief.public_id, run.source_hash, step)
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            INSERT INTO publishing_stepartifact
-                (brief_id, source_hash, step, identity, content, provider, model, usage, created_at)
-            VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s::jsonb, statement_timestamp())
-            ON CONFLICT (identity) DO NOTHING
-            """,
+            STORE_ARTIFACT_SQL,
             [
                 run.brief_id,
                 run.source_hash,

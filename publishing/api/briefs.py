@@ -28,15 +28,10 @@ from publishing.api.common import (
 from publishing.errors import PermissionRefused
 from publishing.models import Brief, BriefStatus, Publication, Revision, SummaryRun
 from publishing.roles import can_view
-from publishing.selectors import (
-    BRIEF_LIST_ORDER,
-    access_brief,
-    get_latest_revision,
-    get_pipeline_view,
-    get_publication_state,
-    get_revision,
-    list_revisions,
-)
+from publishing.selectors.briefs import BRIEF_LIST_ORDER, access_brief
+from publishing.selectors.publications import get_publication_state
+from publishing.selectors.revisions import get_latest_revision, get_revision, list_revisions
+from publishing.selectors.summaries import get_pipeline_view
 from publishing.summary_rules import SuggestionTake
 
 router = Router(tags=["briefs"])
@@ -241,7 +236,7 @@ def list_briefs_page(request: HttpRequest, filters: Query[BriefFilters]) -> Brie
     cursor: a page never repeats or skips a brief, even while new ones are created."""
     if not can_view(_user(request)):
         raise PermissionRefused("You need the Editors, Approvers or Operators role to see briefs.")
-    # The web UI's list (publishing.selectors.list_briefs) pages by offset; a cursor is a keyset
+    # The web UI's list (publishing.selectors.briefs.list_briefs) pages by offset; a cursor is a keyset
     # condition on the same order, which the same indexes (migration 0009) serve.
     briefs = Brief.objects.select_related("author").order_by(*BRIEF_LIST_ORDER)
     if filters.status:

@@ -17,9 +17,10 @@ from publishing.actions.drift import do_record_republication
 from publishing.actions.publications import do_record_publication, do_record_verification
 from publishing.clients import target
 from publishing.handlers.failures import call_service
-from publishing.identities import PUBLISH, publish_key
+from publishing.identities import PUBLISH, publish_key, revision_number
 from publishing.models import Publication, Revision
-from publishing.selectors import PublishChecks, get_publication, get_publish_checks, list_newer_sent_revisions
+from publishing.selectors.publications import get_publication, list_newer_sent_revisions
+from publishing.selectors.publish_checks import PublishChecks, get_publish_checks
 from publishing.verification import shows_title
 from workers.actions.claims import renew_lease
 from workers.crashpoints import crash_point
@@ -97,7 +98,7 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
     An ambiguous attempt (the previous one may have reached the target) looks the key up
     first and adopts what the target holds instead of sending again.
     """
-    number = int(claimed.arguments["revision"])
+    number = revision_number(claimed)
     checks = get_publish_checks(claimed.subject_id, number)
     revision = _approved_revision(claimed, checks)
     client = target.shared_from_settings()
@@ -240,7 +241,7 @@ def handle_drift_check(claimed: ClaimedOperation) -> Success:
     """The periodic check of a published revision (publishing.tasks.check_drift): does the target
     still show it? A drift ends the operation in conflict, recorded with what the target shows, for an
     operator (README, "Drift at the target"). Over (superseded) once a newer revision is published."""
-    number = int(claimed.arguments["revision"])
+    number = revision_number(claimed)
     _account_for_newer(get_publish_checks(claimed.subject_id, number))
     publication = get_publication(publish_key(claimed.subject_id, number))
     client = target.shared_from_settings()
@@ -254,7 +255,7 @@ def handle_republish(claimed: ClaimedOperation) -> Success:
     own key; the target accepts it only for its current revision with N's hash. The same checks as a
     publish: an approval of exactly N and its hash, nothing newer published or sent. An ambiguous
     attempt looks its key up first. Its verification then observes the post showing N again."""
-    number = int(claimed.arguments["revision"])
+    number = revision_number(claimed)
     checks = get_publish_checks(claimed.subject_id, number)
     revision = _approved_revision(claimed, checks)
     client = target.shared_from_settings()

@@ -14,7 +14,7 @@ from publishing.clients import ai
 from publishing.handlers.failures import call_service
 from publishing.identities import SUMMARY_STEP, step_identity
 from publishing.models import StepArtifact, SummaryRun
-from publishing.selectors import get_canonical_artifacts
+from publishing.selectors.summaries import get_canonical_artifacts
 from publishing.summary_rules import INSTRUCTIONS, Proposal, SummaryStep, quality_problems
 from workers.crashpoints import crash_point
 from workers.errors import FailureKind, OperationFailed, Superseded

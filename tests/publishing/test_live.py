@@ -11,11 +11,11 @@ from django.urls import reverse
 from pytest_django.asserts import assertContains, assertNotContains, assertRedirects
 
 from approvals.models import Approval
-from publishing import selectors
 from publishing.actions.briefs import check_create_brief
 from publishing.actions.resolutions import check_cancel_publication
 from publishing.identities import publish_key
 from publishing.roles import Role
+from publishing.selectors import review
 from tests.approvals.test_approvals import decide
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.publishing.test_diff_views import publish
@@ -262,13 +262,13 @@ def test_revision_partial__computes_no_diff__the_page_does(client, approver, bri
     revision = revise(brief, "Dockers walked out at dawn.")
     client.force_login(approver)
     diffed: list[int] = []
-    real_diff = selectors.diff_revisions
+    real_diff = review.diff_revisions
 
     def counting_diff(old, new):
         diffed.append(new.number)
         return real_diff(old, new)
 
-    monkeypatch.setattr(selectors, "diff_revisions", counting_diff)
+    monkeypatch.setattr(review, "diff_revisions", counting_diff)
 
     assert client.get(revision_live_url(revision), **HTMX).status_code == 200
     assert diffed == []  # a poll every 2 s never diffs the texts again

@@ -20,7 +20,7 @@ from publishing.errors import InvalidInput, PermissionRefused
 from publishing.hashing import payload_hash
 from publishing.identities import PUBLISH, publish_key
 from publishing.models import Publication, Revision
-from publishing.selectors import get_publication_problem
+from publishing.selectors.problems import get_publication_problem
 from tests.publishing.handlers import test_publications as delivery
 from tests.publishing.handlers.test_publications import (
     OTHER_PAYLOAD,

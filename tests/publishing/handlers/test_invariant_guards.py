@@ -2,7 +2,7 @@
 reference target (tests/reference_target.py).
 
 Invariant 3 has two spellings: the decision form's (approvals.selectors.get_valid_approval) and the
-worker's (publishing.selectors.PUBLISH_CHECKS_SQL). These tests hold the worker's to the rule: an
+worker's (publishing.selectors.publish_checks.PUBLISH_CHECKS_SQL). These tests hold the worker's to the rule: an
 intent the approval path never wrote (a racing or buggy path, an operator's slip) is refused by the
 worker itself, and the two spellings agree on every kind of decision.
 """
@@ -25,7 +25,7 @@ from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import check_restore_revision
 from publishing.models import Brief, Publication, Revision
 from publishing.roles import Role
-from publishing.selectors import get_publish_checks
+from publishing.selectors.publish_checks import get_publish_checks
 from tests.publishing.handlers.test_publications import (
     application_of,
     applied,

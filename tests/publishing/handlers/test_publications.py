@@ -30,7 +30,8 @@ from publishing.hashing import payload_hash
 from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
 from publishing.roles import Role
-from publishing.selectors import access_brief, get_revision_page
+from publishing.selectors.briefs import access_brief
+from publishing.selectors.review import get_revision_page
 from tests.reference_target import TOKEN
 from workers.actions.claims import claim_operations
 from workers.actions.enqueue import enqueue_operation

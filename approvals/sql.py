@@ -1,0 +1,60 @@
+"""Approvals' raw SQL, named, each with what it does and the invariant it serves; table names from the
+models, values from their choices (rendered by publishing.sql.literal) or parameters. Rows come back by
+column name (publishing.sql.columns and from_row).
+
+The valid approval (invariant 3) is defined here once, as a fragment: approvals.selectors.get_valid_approval
+runs it, and the publish's checks (publishing.selectors.publish_checks) embed it.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+
+from approvals.models import Approval
+from publishing.models import Revision
+from publishing.sql import columns, literal
+
+_APPROVAL = Approval._meta.db_table
+_REVISION = Revision._meta.db_table
+_USER = User._meta.db_table
+
+
+def valid_approval_of(revision: str, *, approval: str = "a") -> str:
+    """The condition that approval row `approval` validly approves revision row `revision` (table
+    aliases): it approves exactly that revision and its payload hash (invariant 3). An approval of
+    another revision never counts, however similar its payload."""
+    return (
+        f"{approval}.revision_id = {revision}.id AND {approval}.payload_hash = {revision}.payload_hash"
+        f" AND {approval}.decision = {literal(Approval.Decision.APPROVED)}"
+    )
+
+
+def valid_approval_exists(revision: str) -> str:
+    """Whether revision row `revision` has a valid approval, as a boolean SQL expression."""
+    return f"EXISTS (SELECT 1 FROM {_APPROVAL} a WHERE {valid_approval_of(revision)})"  # noqa: S608 -- the model's table
+
+
+# The revision %(revision_id)s's valid approval, the first one given (invariant 3): the one that wrote
+# the publish intent. Its columns are the approval's (from_row).
+VALID_APPROVAL_SQL = f"""
+SELECT {columns(Approval, "a")}
+FROM {_APPROVAL} a
+JOIN {_REVISION} r ON {valid_approval_of("r")}
+WHERE r.id = %(revision_id)s
+ORDER BY a.created_at, a.id
+LIMIT 1
+"""  # noqa: S608 -- table names from the models; every value is a parameter
+
+# Who is told of a publication: the brief's author and the revision's approvers, in one prepared
+# statement (it runs in every verification's finalize, after invariant 10's observation);
+# approvals.notifications.do_notify applies its rules to them. The users' columns: id, email, is_active.
+PUBLISHED_RECIPIENTS_SQL = f"""
+SELECT {columns(User, "u", only=("id", "email", "is_active"))}
+FROM {_USER} u
+WHERE u.id = %(author_id)s
+   OR u.id IN (SELECT a.approver_id
+               FROM {_APPROVAL} a
+               JOIN {_REVISION} r ON r.id = a.revision_id
+               WHERE r.brief_id = %(brief_id)s AND r.number = %(number)s AND a.decision = %(approved)s)
+ORDER BY u.id <> %(author_id)s, u.id
+"""  # noqa: S608 -- table names from the models; every value is a parameter

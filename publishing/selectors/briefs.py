@@ -1,0 +1,81 @@
+"""Briefs: the permission-checked fetch (with an optional row lock) and the paged, searched list."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import overload
+
+from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Upper
+
+from publishing.errors import NotFound, PermissionRefused
+from publishing.models import Brief, Revision
+from publishing.roles import AnyUser, can_view
+
+
+def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) -> Brief:
+    """The brief, if the user may see it; with `lock`, its row is locked until the transaction ends."""
+    if not can_view(acting_user):
+        raise PermissionRefused("You need the Editors, Approvers or Operators role to see briefs.")
+    briefs = Brief.objects.select_related("author")
+    if lock:
+        briefs = briefs.select_for_update(of=("self",))
+    try:
+        return briefs.get(public_id=public_id)
+    except Brief.DoesNotExist:
+        raise NotFound(f"There is no brief {public_id}.") from None
+
+
+# Newest first; the id breaks ties, so pages never overlap or skip a row. Migration 0009's
+# indexes hold this order, alone and after the status.
+BRIEF_LIST_ORDER = ("-created_at", "-id")
+
+
+class BriefList:
+    """Briefs as Paginator takes them: len() counts them, a slice reads one page of them.
+
+    A slice is one query in two steps: first the page's ids, read from an index alone (the
+    order, the status filter and the searched columns are all in it, so each row OFFSET skips
+    costs an index entry, not a table row, a join and a subquery); then only those rows, with
+    their author and their latest revision number (one probe each into the (brief, number)
+    unique index). A plain queryset computes all of that for every row it skips.
+    """
+
+    def __init__(self, briefs: QuerySet[Brief]) -> None:
+        self.briefs = briefs  # filtered and in BRIEF_LIST_ORDER; only its count and ids are read
+
+    def __len__(self) -> int:
+        return self.briefs.count()
+
+    def __iter__(self) -> Iterator[Brief]:
+        return iter(self[:])
+
+    @overload
+    def __getitem__(self, index: int) -> Brief: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Brief]: ...
+    def __getitem__(self, index: int | slice) -> Brief | list[Brief]:
+        if isinstance(index, int):
+            return self[index : index + 1][0]
+        latest = Revision.objects.filter(brief=OuterRef("pk")).order_by("-number").values("number")[:1]
+        page = (
+            Brief.objects.filter(pk__in=self.briefs.values_list("pk", flat=True)[index])
+            .select_related("author")
+            .annotate(latest_revision_number=Subquery(latest))
+            .order_by(*BRIEF_LIST_ORDER)
+        )
+        return list(page)
+
+
+def list_briefs(*, query: str = "", status: str = "") -> BriefList:
+    """Briefs newest first whose title contains `query` or whose public id is `query`, in `status`."""
+    briefs = Brief.objects.order_by(*BRIEF_LIST_ORDER)
+    if query:
+        # Public ids are lowercase (constraint brief_public_id_form): matching the lowered query
+        # is iexact without an UPPER() of every row's id.
+        # The title is matched as icontains does (UPPER on both sides), against the stored
+        # upper-cased title, so no row's title is folded again.
+        briefs = briefs.filter(Q(title_search__contains=Upper(Value(query))) | Q(public_id=query.strip().lower()))
+    if status:
+        briefs = briefs.filter(status=status)
+    return BriefList(briefs)

@@ -1,0 +1,102 @@
+"""Figures for the ops page and /metrics: approval → published latency, AI tokens used. Reads the
+approvals (a revision's first approval): publishing.actions never imports this module."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Max, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import TruncMinute
+
+from approvals.models import Approval
+from publishing.identities import SUMMARY_STEP
+from publishing.models import Publication
+from publishing.sql import AI_TOKENS_SQL, rows_by_name
+
+# --- approval → published latency (the ops page and /metrics) -----------------------------------
+
+
+def _approval_to_published() -> ExpressionWrapper:
+    """From the revision's first approval (the one that wrote the publish intent) to the read-back
+    that showed it published (`verified_at`, invariant 10)."""
+    first_approval = (
+        Approval.objects.filter(revision=OuterRef("revision"), decision=Approval.Decision.APPROVED)
+        .order_by("created_at", "id")
+        .values("created_at")[:1]
+    )
+    return ExpressionWrapper(F("verified_at") - Subquery(first_approval), output_field=DurationField())
+
+
+@dataclass(frozen=True)
+class LatencyMinute:
+    minute: datetime.datetime
+    publications: int
+    mean: datetime.timedelta
+    longest: datetime.timedelta
+
+
+def list_publish_latency_per_minute(*, since: datetime.datetime) -> list[LatencyMinute]:
+    """Publications verified since `since`, per minute of verification: how many, and their mean
+    and longest approval → published latency. One statement."""
+    rows = (
+        Publication.objects.filter(verified_at__gte=since)
+        .order_by()
+        .alias(latency=_approval_to_published())
+        .annotate(minute=TruncMinute("verified_at"))
+        .values("minute")
+        .annotate(publications=Count("id"), mean=Avg("latency"), longest=Max("latency"))
+        .order_by("minute")
+    )
+    return [LatencyMinute(**row) for row in rows]
+
+
+@dataclass(frozen=True)
+class LatencyHistogram:
+    """Cumulative counts, as Prometheus reads a histogram: `buckets` pairs each upper bound (seconds)
+    with the number of publications at most that slow."""
+
+    buckets: list[tuple[float, int]]
+    count: int
+    sum_seconds: float
+
+
+def get_publish_latency_histogram(*, bounds: Sequence[float]) -> LatencyHistogram:
+    """Every verified publication's approval → published latency, bucketed by `bounds` (seconds,
+    ascending) in one statement."""
+    measured = Q(latency__isnull=False)
+    figures = (
+        Publication.objects.filter(verified_at__isnull=False)
+        .annotate(latency=_approval_to_published())
+        .aggregate(
+            count=Count("id", filter=measured),
+            total=Sum("latency", filter=measured),
+            **{
+                f"le_{index}": Count("id", filter=Q(latency__lte=datetime.timedelta(seconds=bound)))
+                for index, bound in enumerate(bounds)
+            },
+        )
+    )
+    total = figures["total"] or datetime.timedelta()
+    return LatencyHistogram(
+        buckets=[(bound, figures[f"le_{index}"]) for index, bound in enumerate(bounds)],
+        count=figures["count"],
+        sum_seconds=total.total_seconds(),
+    )
+
+
+@dataclass(frozen=True)
+class TokenTotal:
+    step: str
+    model: str  # "" when the step stored no artifact (its attempts failed)
+    kind: str  # "prompt", "completion": the usage counter's name without "_tokens"
+    tokens: int
+
+
+def list_ai_token_totals() -> list[TokenTotal]:
+    """AI tokens used, summed over the attempts kept (retention purges finished operations' attempts)."""
+    with connection.cursor() as cursor:
+        cursor.execute(AI_TOKENS_SQL, {"kind": SUMMARY_STEP})
+        return [TokenTotal(r["step"], r["model"], r["kind"], int(r["tokens"])) for r in rows_by_name(cursor)]

@@ -1,0 +1,123 @@
+"""A revision's way to the target, for display (its publication state, a brief's badge), and the
+publication a verification reads (its first read, and the newer revisions Galley sent)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
+from publishing.models import Brief, Publication, Revision
+from publishing.sql import BADGE_OPERATIONS_SQL, PUBLICATION_SQL, from_row, row_by_name
+from workers.models import Operation, OperationStatus
+from workers.prepared import execute_prepared
+
+
+@dataclass(frozen=True)
+class PublicationState:
+    """Where revision N stands on its way to the target, for display."""
+
+    state: str  # "none" | "publishing" | "published" | "failed" | "superseded" | "cancelled"
+    label: str
+    publication: Publication | None
+    operations: list[Operation]
+
+    @property
+    def in_progress(self) -> bool:
+        return self.state == "publishing"
+
+
+def _publication_ended(operations: Sequence[Operation]) -> tuple[str, str] | None:
+    """The state and label of a revision's publication that ended without being published, from its
+    publish and verify operations (in id order): stuck for an operator, or cancelled or superseded.
+    None while it is not over (or never began). The revision page and the brief's badge both ask this."""
+    stuck = [op for op in operations if op.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)]
+    if stuck:
+        reason = stuck[0].last_error_message or stuck[0].get_status_display()
+        return "failed", f"Publishing needs an operator: {reason}"
+    # An ended verification (a newer revision shown, an operator's settlement) ends it as well as an
+    # ended publish: it is not still publishing.
+    for kind in (PUBLISH, VERIFY):
+        ended = next((op for op in operations if op.kind == kind), None)
+        if ended is not None and ended.status in (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED):
+            return str(ended.status), f"Not published: {ended.last_error_message or ended.get_status_display()}"
+    return None
+
+
+def get_publication_state(revision: Revision) -> PublicationState:
+    public_id = revision.brief.public_id
+    keys = [publish_key(public_id, revision.number), verify_key(public_id, revision.number)]
+    operations = list(Operation.objects.filter(key__in=keys).prefetch_related("attempt_set").order_by("id"))
+    publication = Publication.objects.filter(revision=revision).first()
+    if publication is not None and publication.verified_at is not None:
+        return PublicationState("published", "Published", publication, operations)
+    ended = _publication_ended(operations)
+    if ended is not None:
+        return PublicationState(*ended, publication, operations)
+    if operations:
+        return PublicationState("publishing", "Publishing…", publication, operations)
+    return PublicationState("none", "Not published", None, [])
+
+
+@dataclass(frozen=True)
+class BriefBadge:
+    """The brief's status as its pages show it."""
+
+    status: str  # a status badge's CSS name
+    label: str
+    note: str = ""  # why, when the badge is not the brief's own status
+
+
+def list_brief_badges(briefs: Iterable[tuple[Brief, int | None]]) -> dict[int, BriefBadge]:
+    """Each brief's badge, by brief id, given its latest revision number: its own status, except an
+    approved brief whose publish ended without publishing (an operator cancelled it, a newer intent
+    replaced it, or it needs an operator) — "Approved" alone would promise a publication that is not
+    coming. One statement for the approved ones' publish and verify operations, whether there are
+    any or not: a page's query count does not depend on what it lists."""
+    briefs = list(briefs)
+    keys: dict[str, int] = {}
+    for brief, number in briefs:
+        if brief.status == Brief.Status.APPROVED and number is not None:
+            keys.update({publish_key(brief.public_id, number): brief.pk, verify_key(brief.public_id, number): brief.pk})
+    operations: dict[int, list[Operation]] = {}
+    for operation in Operation.objects.raw(BADGE_OPERATIONS_SQL, [sorted(keys)]):
+        operations.setdefault(keys[operation.key], []).append(operation)
+    badges = {}
+    for brief, _number in briefs:
+        ended = _publication_ended(operations.get(brief.pk, []))
+        if ended is None:
+            badges[brief.pk] = BriefBadge(str(brief.status), brief.get_status_display())
+        else:
+            state, label = ended
+            shown = "Approved, publishing needs an operator" if state == "failed" else "Approved, not published"
+            badges[brief.pk] = BriefBadge(state, shown, label)
+    return badges
+
+
+def get_publication(operation_key: str) -> Publication:
+    """The publication the publish operation `operation_key` recorded, with its revision (a verify's
+    first read: a prepared statement). Raises Publication.DoesNotExist."""
+    with execute_prepared(PUBLICATION_SQL, {"key": operation_key}) as cursor:
+        row = row_by_name(cursor)
+    if row is None:
+        raise Publication.DoesNotExist(f"no publication has the key {operation_key}")
+    publication = from_row(Publication, row)
+    publication.revision = from_row(Revision, row, prefix="revision__")
+    return publication
+
+
+def list_newer_sent_revisions(publication: Publication, *, public_id: str) -> list[Revision]:
+    """The revisions of the publication's brief newer than its own that Galley has published (each has
+    a publication: the target applied it) or sent (its publish has made an attempt, and may just not be
+    recorded yet), newest first. A verification that finds the target showing one of them is over
+    (superseded), not failed. Two queries; only on a verification's failure path."""
+    sent = Operation.objects.filter(
+        subject_type="brief", subject_id=public_id, kind=PUBLISH, attempts__gt=0
+    ).values_list("subject_version", flat=True)
+    return list(
+        Revision.objects.filter(brief_id=publication.brief_id, number__gt=publication.revision.number)
+        .filter(Q(publication__isnull=False) | Q(number__in=sent))
+        .order_by("-number")
+    )

@@ -1,0 +1,91 @@
+"""The revision page: what one viewer sees of a revision, its decisions and its publication. Reads
+the approvals: publishing.actions never imports this module, only the views do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from approvals.models import Approval
+from approvals.selectors import get_valid_approval, list_decisions
+from publishing.diffs import PayloadDiff
+from publishing.models import Brief, Revision
+from publishing.roles import AnyUser, Role, has_role
+from publishing.selectors.publications import PublicationState, get_publication_state
+from publishing.selectors.revisions import (
+    diff_revisions,
+    get_latest_revision,
+    get_restored_number,
+    get_revisions_by_number,
+)
+
+
+@dataclass(frozen=True)
+class RevisionPage:
+    """Everything the revision page shows about one revision, as one viewer sees it."""
+
+    brief: Brief
+    revision: Revision
+    latest: Revision | None
+    is_current: bool
+    # What this revision changes against the previous one (None when the diffs were not asked for).
+    previous_diff: PayloadDiff | None
+    # The revision verified at the target, and what this revision changes against it, unless it
+    # is this revision or the previous one (whose diff is shown already).
+    published: Revision | None
+    published_diff: PayloadDiff | None
+    restores: int | None
+    numbers: list[int]  # every revision number of the brief, newest first, for the compare form
+    decisions: list[Approval]
+    own_decision: Approval | None
+    valid_approval: Approval | None
+    publication_state: PublicationState
+    may_decide: bool
+    may_restore: bool
+    is_own_revision: bool
+
+    def as_context(self) -> dict[str, Any]:
+        """The fields as a template context (dataclasses.asdict would deep-copy the model instances)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+
+def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with_diffs: bool = True) -> RevisionPage:
+    """The revision page's data. Without `with_diffs` (a live poll, which shows no diff) the word
+    diffs, the costly part for long texts, are not computed."""
+    latest = get_latest_revision(brief)
+    published_number = brief.published_revision_number
+    # The previous and the published revision in one query, whatever the number of revisions.
+    found = get_revisions_by_number(brief, {revision.number - 1, published_number or 0} - {0})
+    previous = found.get(revision.number - 1)
+    published = found.get(published_number) if published_number is not None else None
+    is_current = latest is not None and latest.pk == revision.pk
+    decisions = list(list_decisions(revision))
+    # Decisions are final (approvals.actions), so a second one would only be refused: no form.
+    own_decision = next((d for d in decisions if d.approver_id == viewer.pk), None)
+    valid_approval = get_valid_approval(revision)
+    return RevisionPage(
+        brief=brief,
+        revision=revision,
+        latest=latest,
+        is_current=is_current,
+        previous_diff=diff_revisions(previous, revision) if with_diffs else None,
+        published=published,
+        published_diff=diff_revisions(published, revision)
+        if with_diffs and published is not None and published.number not in (revision.number, revision.number - 1)
+        else None,
+        restores=get_restored_number(revision),
+        numbers=list(range(latest.number, 0, -1)) if latest is not None else [],
+        decisions=decisions,
+        own_decision=own_decision,
+        valid_approval=valid_approval,
+        publication_state=get_publication_state(revision),
+        # Once another approver approved it, a request for changes would be refused and another
+        # approval adds nothing: the form is gone (a live page replaces it with a notice).
+        may_decide=is_current
+        and own_decision is None
+        and valid_approval is None
+        and brief.published_revision_number != revision.number
+        and has_role(viewer, Role.APPROVER),
+        may_restore=not is_current and has_role(viewer, Role.EDITOR),
+        is_own_revision=revision.author_id == viewer.pk,
+    )
