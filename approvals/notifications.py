@@ -175,7 +175,7 @@ def do_notify_publish_problem(needed: OperatorNeeded) -> None:
     brief = Brief.objects.select_related("author").filter(public_id=needed.subject_id).first()
     if brief is None:
         return
-    revision_number = needed.arguments.get("revision")
+    revision_number = needed.subject_version
     do_notify(
         [brief.author, *_members(Role.OPERATOR)],
         event=Notification.Event.PUBLISH_FAILED,

@@ -4,7 +4,7 @@ read back from the database always matches the key that was written."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 # Operation kinds, each with its handler (publishing.apps).
 PUBLISH = "publish"
@@ -22,18 +22,16 @@ class _ActsOnAVersion(Protocol):
     @property
     def subject_version(self) -> int | None: ...
     @property
-    def arguments(self) -> dict[str, Any]: ...
+    def key(self) -> str: ...
 
 
 def revision_number(operation: _ActsOnAVersion) -> int:
     """The revision a brief's publication operation (publish, verify, republish, drift check) acts on:
-    its typed subject_version, which publishing's actions enqueue every one of them with. An operation
-    enqueued without it (straight through workers.actions.enqueue, as some tests do) still names it in
-    its arguments, which are read then; the comparisons of a brief's older and newer operations read the
-    column alone (publishing.sql.brief_versions)."""
-    if operation.subject_version is not None:
-        return operation.subject_version
-    return int(operation.arguments["revision"])
+    its typed subject_version, which publishing's actions enqueue every one of them with (the comparisons
+    of a brief's older and newer operations read the same column: publishing.sql.brief_versions)."""
+    if operation.subject_version is None:
+        raise ValueError(f"operation {operation.key} names no revision (subject_version)")
+    return operation.subject_version
 
 
 def brief_public_id(number: int) -> str:

@@ -53,7 +53,7 @@ def _revision_url(public_id: str, number: int) -> str:
 def _operation_label(operation: Operation) -> tuple[str, str]:
     """What the operation does, in words, and the revision page it concerns (if any)."""
     arguments = operation.arguments or {}
-    number = arguments.get("revision")
+    number = operation.subject_version
     if operation.kind == SUMMARY_STEP:
         step = arguments.get("step", "")
         label = SummaryStep(step).label if step in SummaryStep.values else str(step)

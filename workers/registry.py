@@ -94,6 +94,7 @@ class OperatorNeeded:
     kind: str
     subject_type: str
     subject_id: str
+    subject_version: int | None
     arguments: dict[str, Any]
     status: str
     message: str

@@ -338,7 +338,9 @@ ON CONFLICT (operation_id, prerequisite_id) DO NOTHING
 # --- housekeeping (workers.actions.housekeeping; invariants 11 and 12) ------------------------
 
 # What operator_needed is told of an operation that became a dead letter here (registry.OperatorNeeded).
-_NEEDED_COLUMNS = "o.id, o.kind, o.subject_type, o.subject_id, o.arguments, o.status, o.last_error_message"
+_NEEDED_COLUMNS = (
+    "o.id, o.kind, o.subject_type, o.subject_id, o.subject_version, o.arguments, o.status, o.last_error_message"
+)
 
 # The reconciler (invariant 12): every operation whose lease expired becomes claimable again with a new
 # fencing token, its lease released and its dead worker's attempt closed; one out of attempts or past

@@ -244,6 +244,7 @@ def test_ops__dead_drift_check_or_republish__settled_on_its_publication_problem_
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=brief.public_id,
+        subject_version=1,
         arguments={"revision": 1},
     ).operation
     Operation.objects.filter(id=operation.id).update(

@@ -281,6 +281,7 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
                     kind=claimed.kind,
                     subject_type=claimed.subject_type,
                     subject_id=claimed.subject_id,
+                    subject_version=claimed.subject_version,
                     arguments=claimed.arguments,
                     status=str(fields["status"]),
                     message=message,

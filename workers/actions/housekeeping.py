@@ -22,6 +22,7 @@ def _needed(row: dict[str, Any]) -> OperatorNeeded:
         kind=row["kind"],
         subject_type=row["subject_type"],
         subject_id=row["subject_id"],
+        subject_version=row["subject_version"],
         arguments=json_value(row["arguments"]) or {},
         status=row["status"],
         message=row["last_error_message"],

@@ -271,6 +271,7 @@ def test_revision_bound_approval__publish_operation_without_approval__dead_and_t
             payload_hash=revision.payload_hash,
             subject_type="brief",
             subject_id=brief.public_id,
+            subject_version=1,
             arguments={"revision": 1},
         )
 
@@ -299,6 +300,7 @@ def test_revision_bound_approval__publish_operation_hash_not_the_revisions__dead
             payload_hash=forged_hash,
             subject_type="brief",
             subject_id=brief.public_id,
+            subject_version=1,
             arguments={"revision": 1},
         ).operation
 
