@@ -178,11 +178,19 @@ class WordPress:
             raise RuntimeError(f"mariadb failed on {query!r}: {result.stderr}")
         return [line.split("\t") for line in result.stdout.splitlines()]
 
-    def scalar(self, query: str) -> str:
+    def column(self, query: str) -> list[str]:
+        """The values of a one-column query, in order."""
         rows = self.sql(query)
-        if len(rows) != 1 or len(rows[0]) != 1:
-            raise RuntimeError(f"{query!r} returned {rows!r}, not one value")
-        return rows[0][0]
+        if any(len(row) != 1 for row in rows):
+            raise RuntimeError(f"{query!r} returned {rows!r}, not one column")
+        return [value for (value,) in rows]
+
+    def scalar(self, query: str) -> str:
+        values = self.column(query)
+        if len(values) != 1:
+            raise RuntimeError(f"{query!r} returned {values!r}, not one value")
+        (value,) = values
+        return value
 
     def quote(self, value: str) -> str:
         """A SQL string literal, for sql() and scalar()."""

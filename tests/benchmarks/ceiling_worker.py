@@ -40,13 +40,14 @@ def main(url: str, owner: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         print("ready", flush=True)
         while True:
-            row = conn.execute(CLAIM, {"owner": owner}).fetchone()
-            if row is None:
+            claimed = conn.execute(CLAIM, {"owner": owner}).fetchone()
+            if claimed is None:
                 break
+            operation_id, token = claimed
             first = first or time.time()
-            done = conn.execute(COMPLETE, {"id": row[0], "owner": owner, "token": row[1]})
+            done = conn.execute(COMPLETE, {"id": operation_id, "owner": owner, "token": token})
             if done.rowcount != 1:
-                raise SystemExit(f"lost the lease of operation {row[0]}")
+                raise SystemExit(f"lost the lease of operation {operation_id}")
             jobs += 1
             last = time.time()
     print(json.dumps({"jobs": jobs, "first": first, "last": last}), flush=True)

@@ -143,7 +143,8 @@ class Postgres:
             while True:
                 conn.execute("SELECT pg_stat_clear_snapshot()")
                 row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = %s", [database]).fetchone()
-                value = int(row[0]) if row else 0
+                (commits,) = row or (0,)
+                value = int(commits)
                 if value == last:
                     return value
                 last = value
@@ -184,7 +185,8 @@ class Monitor:
     def value(self, sql: str, params: Any = None) -> Any:
         self.transactions += 1
         row = self.conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
-        return row[0] if row else None
+        (value,) = row or (None,)
+        return value
 
     def close_gate(self, *tables: str) -> None:
         """Hold EXCLUSIVE locks: workers may start and read, but their first claim waits at the gate, so

@@ -62,11 +62,10 @@ def publish(client: httpx.Client, body: Any, *, idempotency_key: str | None = ""
 
 def galley_posts(wp: WordPress, brief_id: str) -> list[str]:
     """IDs of the posts that carry this brief (any status), straight from WordPress's tables."""
-    rows = wp.sql(
+    return wp.column(
         "SELECT p.ID FROM wp_posts p JOIN wp_postmeta m ON m.post_id = p.ID AND m.meta_key = 'galley_brief_id'"
         f" WHERE p.post_type = 'post' AND m.meta_value = {wp.quote(brief_id)}"
     )
-    return [row[0] for row in rows]
 
 
 def publication_rows(wp: WordPress, *, key: str | None = None, brief_id: str | None = None) -> int:
@@ -258,8 +257,8 @@ def test_no_regression__concurrent_revisions__newest_wins(wordpress, api):
     assert all(body["error"] == "stale_revision" and body["current_revision"] > r for r, body in refused.items())
     # In the order they committed, the applied revisions only ever went up.
     committed = [
-        int(row[0])
-        for row in wordpress.sql(
+        int(revision)
+        for revision in wordpress.column(
             f"SELECT revision FROM wp_galley_publications WHERE brief_id = {wordpress.quote(brief)} ORDER BY id"
         )
     ]

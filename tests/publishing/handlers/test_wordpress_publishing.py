@@ -98,17 +98,14 @@ def forget_galley_briefs(wordpress: WordPress) -> None:
     this test's brief-001 is new to WordPress too. Only the site's own database is touched."""
     if not wordpress.sql("SHOW TABLES LIKE 'wp\\_galley\\_publications'"):
         return  # the plugin creates its tables on first use
-    posts = [
-        row[0]
-        for row in wordpress.sql(
-            "SELECT DISTINCT post_id FROM wp_postmeta"
-            f" WHERE meta_key = 'galley_brief_id' AND meta_value REGEXP {GALLEY_BRIEF_IDS}"
-        )
-    ]
+    posts = wordpress.column(
+        "SELECT DISTINCT post_id FROM wp_postmeta"
+        f" WHERE meta_key = 'galley_brief_id' AND meta_value REGEXP {GALLEY_BRIEF_IDS}"
+    )
     if posts:
         ids = ", ".join(str(int(post)) for post in posts)
         family = f"SELECT ID FROM wp_posts WHERE ID IN ({ids}) OR post_parent IN ({ids})"  # with WP's revisions
-        everything = ", ".join(row[0] for row in wordpress.sql(family))
+        everything = ", ".join(wordpress.column(family))
         wordpress.sql(
             f"DELETE FROM wp_postmeta WHERE post_id IN ({everything});"
             f" DELETE FROM wp_term_relationships WHERE object_id IN ({everything});"
@@ -159,11 +156,10 @@ def wordpress_client(wordpress: WordPress, *, url: str | None = None) -> WordPre
 
 def galley_posts(wordpress: WordPress, brief_id: str) -> list[str]:
     """IDs of the posts (any status, no WordPress revisions) that carry this brief, from WordPress's tables."""
-    rows = wordpress.sql(
+    return wordpress.column(
         "SELECT p.ID FROM wp_posts p JOIN wp_postmeta m ON m.post_id = p.ID AND m.meta_key = 'galley_brief_id'"
         f" WHERE p.post_type = 'post' AND m.meta_value = {wordpress.quote(brief_id)} ORDER BY p.ID"
     )
-    return [row[0] for row in rows]
 
 
 def publication_rows(wordpress: WordPress, brief_id: str) -> list[tuple[str, int, str]]:
