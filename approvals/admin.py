@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from approvals.models import Approval, Assignment, Comment, Notification
-from galley.admin import ReadOnlyAdmin
+from workers.admin import ReadOnlyAdmin
 
 
 @admin.register(Approval)

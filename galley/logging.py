@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from galley.redaction import redact
+from publishing.redaction import redact
 
 IDENTITIES = ("job_id", "operation_key", "attempt_id", "worker_id", "fencing_token")
 
@@ -12,7 +12,7 @@ IDENTITIES = ("job_id", "operation_key", "attempt_id", "worker_id", "fencing_tok
 class IdentityFormatter(logging.Formatter):
     """Appends ` key=value` for each identity a record was logged with (via `extra=`), and cuts
     any API token or Authorization credential in the line (its traceback included) to what may be
-    shown (galley.redaction). It formats, it does not change the record: other handlers see it as logged."""
+    shown (publishing.redaction). It formats, it does not change the record: other handlers see it as logged."""
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)

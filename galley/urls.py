@@ -4,8 +4,9 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from galley import health, metrics, ops
+from galley import health, metrics
 from galley.api import api_urls
+from galley.ops import views as ops
 
 admin.site.site_header = "Galley operations"
 admin.site.site_title = "Galley admin"

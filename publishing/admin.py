@@ -8,7 +8,6 @@ from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 
-from galley.admin import ReadOnlyAdmin
 from publishing.actions.api_tokens import check_revoke_api_token
 from publishing.actions.resolutions import (
     OPEN,
@@ -26,6 +25,7 @@ from publishing.identities import PUBLICATION_KINDS
 from publishing.models import ApiToken, Brief, PublicationProblem, Revision
 from publishing.roles import Role, has_role
 from publishing.selectors.problems import PROBLEM_QUEUED, get_publication_problem
+from workers.admin import ReadOnlyAdmin
 from workers.models import AuditEvent, OperationStatus
 
 REVISION_FIELDS = ("number", "payload_hash", "author", "created_at")

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from galley.reference_target.server import Faults, serve
+from galley.reference_target.faults import Faults
+from galley.reference_target.harness import serve
 
 # One option per Faults field (--latency-ms for latency_ms, ...), so the two cannot drift apart.
 FAULT_HELP = {

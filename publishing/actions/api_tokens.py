@@ -10,8 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.views.decorators.debug import sensitive_variables
 
-from galley.redaction import TOKEN_PREFIX, token_prefix
 from publishing.models import ApiToken
+from publishing.redaction import TOKEN_PREFIX, token_prefix
 from publishing.roles import AnyUser, Role, require_role
 from workers.audit import record_audit_event
 

@@ -11,7 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from playwright.sync_api import expect
 
-from galley.reference_target.server import Faults
+from galley.reference_target import Faults
 from publishing.actions.briefs import check_create_brief
 from publishing.identities import (
     DRIFT_CHECK,

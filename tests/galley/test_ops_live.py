@@ -1,4 +1,4 @@
-"""The ops page's live status region (/ops/live/, galley.ops.ops_live), as htmx polls it."""
+"""The ops page's live status region (/ops/live/, galley.ops.views.ops_live), as htmx polls it."""
 
 from __future__ import annotations
 

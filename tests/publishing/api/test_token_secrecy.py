@@ -19,9 +19,9 @@ from django.core.management import call_command
 from django.db import connection, connections, transaction
 from django.test import Client
 
-from galley.redaction import TOKEN_SHOWN_CHARS
 from publishing.actions.api_tokens import check_revoke_api_token
 from publishing.models import ApiToken
+from publishing.redaction import TOKEN_SHOWN_CHARS
 from tests.publishing.api.support import API, ApiClient, problem, token_for
 from workers.models import AuditEvent
 

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 FIRST = "Dockers walked out at dawn."
 SECOND = "Dockers walked out at dawn; the port authority called for talks on Tuesday."
-TARGET_LOGGER = "galley.reference_target.server"
+TARGET_LOGGER = "galley.reference_target.http"
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,8 @@ A Galley API token is `galley_` and 43 URL-safe characters; the admin, the audit
 log show only its first characters (`prefix`), enough to tell tokens apart and useless to sign in
 with. `redact` is the log's second wall: every line the console handler writes goes through it
 (galley.logging), so that a secret reaching a log record by any path is cut to that prefix.
+It lives with the token it describes (publishing's ApiToken), below the formatter that applies it:
+no app imports anything of `galley`.
 """
 
 from __future__ import annotations
