@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 BENCH_INSTALLED := $(VENV)/.installed-bench
 
-.PHONY: run serve test bench chaos lint install browser wordpress faketime clean
+.PHONY: run serve test test-unit bench chaos lint install browser wordpress faketime clean
 
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
@@ -29,6 +29,11 @@ serve: $(INSTALLED)
 # (empty) keeps none.
 test: $(INSTALLED) browser wordpress faketime
 	GALLEY_TEST_SCREENSHOTS=$${GALLEY_TEST_SCREENSHOTS-var/test-artifacts/screenshots} $(PY) -m pytest $(PYTEST_ARGS)
+
+# The unit layer alone: the tests that need no database and start no process (the `integration` marker,
+# tests/conftest.py): no PostgreSQL, browser or WordPress is started; about half a minute.
+test-unit: $(INSTALLED)
+	$(PY) -m pytest -m "not integration" $(PYTEST_ARGS)
 
 # The benchmarks (python -m tests.benchmarks; not part of `make test`): Galley's figures beside peers
 # measured in the same run (django-q2, Procrastinate, a psycopg loop) on their own embedded PostgreSQL,

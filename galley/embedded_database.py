@@ -44,4 +44,9 @@ def run_database_url() -> str:
         lines = pid_file.read_text().splitlines()
         if len(lines) >= 5 and lines[4].strip():
             socket_dir = Path(lines[4].strip())
+    return database_url(socket_dir)
+
+
+def database_url(socket_dir: Path) -> str:
+    """URL of the server listening in `socket_dir`: for a server not started yet, its data folder."""
     return f"postgresql://postgres@/postgres?host={socket_dir}"

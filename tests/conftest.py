@@ -16,6 +16,26 @@ from tests.browser import browser  # noqa: F401  (a fixture, for the browser tes
 from tests.reference_target import start_target, target  # noqa: F401  (fixtures, for every app)
 from workers.drain import shutdown_pool
 
+# What makes a test an integration test (pyproject's `integration` marker): the acceptance and WordPress
+# markers, the database (every pytest-django database fixture stands on django_db_setup, and live_server
+# brings transactional_db) or a real browser. A test that starts a process of its own, which no fixture
+# tells, carries @pytest.mark.integration itself. A run that selects none starts no PostgreSQL
+# (galley.testing.embedded_database).
+INTEGRATION_MARKERS = ("django_db", "acceptance", "wordpress")
+INTEGRATION_FIXTURES = ("django_db_setup", "live_server", "browser")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks `integration` every test that needs the database or starts processes, so that
+    `pytest -m "not integration"` (make test-unit) runs the unit layer alone, without PostgreSQL."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if any(item.get_closest_marker(name) for name in INTEGRATION_MARKERS) or any(
+            name in fixtures for name in INTEGRATION_FIXTURES
+        ):
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture(autouse=True)
 def _fast_password_hasher(settings):

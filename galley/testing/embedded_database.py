@@ -1,9 +1,12 @@
 """pytest plugin: a throwaway embedded PostgreSQL for the suite when DATABASE_URL is not set.
 
-It must run before pytest-django reads the settings, hence a wrapper around
-pytest_load_initial_conftests (wrappers run before every plain implementation). The server
-lives in a temporary folder and is stopped and deleted when pytest exits; the `make run`
-database under var/ is never touched.
+DATABASE_URL must be set before pytest-django reads the settings, hence a wrapper around
+pytest_load_initial_conftests (wrappers run before every plain implementation): it names the
+server's socket folder (its data folder, where pgserver puts the socket) before the server exists.
+The server itself starts once the tests are collected, and only if one of them is marked
+`integration` (tests/conftest.py marks every test that needs the database or starts processes):
+`pytest -m "not integration"` starts no PostgreSQL. It lives in a temporary folder and is stopped
+and deleted when pytest exits; the `make run` database under var/ is never touched.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ import tempfile
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from galley import embedded_database
 
+_pgdata_key = pytest.StashKey[Path]()
 _server_key = pytest.StashKey[Any]()
 
 
@@ -26,17 +31,32 @@ _server_key = pytest.StashKey[Any]()
 def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None, None, None]:
     os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     if not os.environ.get("DATABASE_URL"):
-        pgdata = Path(tempfile.mkdtemp(prefix="galley-test-pg-")) / "pgdata"
-        server = embedded_database.start(pgdata, delete_on_exit=True)
-        os.environ["DATABASE_URL"] = server.get_uri()
-        early_config.stash[_server_key] = server
+        pgdata = (Path(tempfile.mkdtemp(prefix="galley-test-pg-")) / "pgdata").resolve()
+        os.environ["DATABASE_URL"] = embedded_database.database_url(pgdata)
+        early_config.stash[_pgdata_key] = pgdata
     return (yield)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the server if a selected test needs it (after `-m` and `-k` have deselected)."""
+    pgdata = session.config.stash.get(_pgdata_key, None)
+    if pgdata is None or session.config.option.collectonly:
+        return
+    if not any(item.get_closest_marker("integration") for item in session.items):
+        return
+    server = embedded_database.start(pgdata, delete_on_exit=True)
+    session.config.stash[_server_key] = server
+    expected = urlsplit(os.environ["DATABASE_URL"]).query
+    if urlsplit(server.get_uri()).query != expected:
+        # pgserver put the socket elsewhere (a data folder path too long for a socket): the settings,
+        # read already, point at nothing; better to stop here than to fail every test obscurely.
+        pytest.exit(f"embedded PostgreSQL listens at {server.get_uri()}, not at {expected}", returncode=4)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     server = config.stash.get(_server_key, None)
     if server is not None:
         server.cleanup()
-        pgdata_parent = Path(server.pgdata).parent
-        if pgdata_parent.exists() and not any(pgdata_parent.iterdir()):
-            pgdata_parent.rmdir()
+    pgdata = config.stash.get(_pgdata_key, None)
+    if pgdata is not None and pgdata.parent.exists() and not any(pgdata.parent.iterdir()):
+        pgdata.parent.rmdir()

@@ -267,6 +267,7 @@ def settings_in_a_process(**environment: str) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.integration
 def test_settings__trusted_proxy_header_off_by_default__on_from_the_environment__address_limit_checked():
     assert settings_in_a_process(GALLEY_CLIENT_IP_HEADER="").stdout.split() == ["-", "100"]
     configured = settings_in_a_process(

@@ -169,6 +169,7 @@ def test_metrics__summary_run__ai_tokens_by_step_model_and_kind(editor, operator
     assert shown == expected
 
 
+@pytest.mark.integration
 def test_metrics__multiprocess_dir__requests_of_every_process_summed(tmp_path: Path):
     """With PROMETHEUS_MULTIPROC_DIR (gunicorn's worker processes), a scrape answered by any one
     process reports the requests every process counted."""

@@ -503,6 +503,7 @@ def refused(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.integration
 def test_program__imports_no_django():
     check = (
         "import sys, galley.reference_target.__main__; "
@@ -515,12 +516,14 @@ def test_program__imports_no_django():
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.integration
 def test_program__no_token__exits_2_naming_the_option_and_variable(tmp_path):
     result = refused(tmp_path)
     assert result.returncode == 2
     assert "no bearer token: pass --token or set GALLEY_TARGET_TOKEN" in result.stderr
 
 
+@pytest.mark.integration
 def test_program__fault_rate_out_of_range__exits_2_with_the_reason(tmp_path):
     result = refused(tmp_path, "--token", TOKEN, "--rate-503", "1.5")
     assert result.returncode == 2
