@@ -1,4 +1,4 @@
-# The two commands of the README: `make run` and `make test`. Both work on a fresh machine:
+# The two commands of README.md#two-commands: `make run` and `make test`. Both work on a fresh machine:
 # they create the virtualenv and install everything Galley needs, the test browser included.
 PYTHON ?= python3
 VENV := .venv
@@ -11,12 +11,12 @@ BENCH_INSTALLED := $(VENV)/.installed-bench
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
 
-# The production web server (README "Production"): gunicorn, static files by whitenoise, DEBUG off. It needs
+# The production web server (docs/operations.md#production): gunicorn, static files by whitenoise, DEBUG off. It needs
 # SECRET_KEY and DATABASE_URL; it collects the static files first. Migrations are a release step of their
 # own (`manage.py migrate`, once per deploy, not once per web host). gunicorn options go in GUNICORN_CMD_ARGS.
 serve: $(INSTALLED)
-	@test -n "$$SECRET_KEY" || { echo 'make serve: set SECRET_KEY (README, "Production")' >&2; exit 1; }
-	@test -n "$$DATABASE_URL" || { echo 'make serve: set DATABASE_URL (README, "Production")' >&2; exit 1; }
+	@test -n "$$SECRET_KEY" || { echo 'make serve: set SECRET_KEY (docs/operations.md#production)' >&2; exit 1; }
+	@test -n "$$DATABASE_URL" || { echo 'make serve: set DATABASE_URL (docs/operations.md#production)' >&2; exit 1; }
 	DEBUG=false $(PY) manage.py collectstatic --noinput --verbosity 0
 	@# prometheus-client's multiprocess files outlive their processes: a server that started on them would
 	@# report the previous run's request counts, and every past worker's files would pile up.

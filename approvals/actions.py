@@ -48,7 +48,7 @@ def check_decide_revision(
 ) -> tuple[Approval, bool]:
     """Record the approver's decision on revision `revision_number` as reviewed with `payload_hash`.
 
-    Locks the brief's row first (README, "Lock order"), so a decision and a new revision of the
+    Locks the brief's row first (docs/architecture.md#lock-order), so a decision and a new revision of the
     same brief are serialised: a decision can only land on the revision that is current when it
     commits. Returns the approval and whether it was created; the same decision again returns
     the first one.
@@ -111,8 +111,8 @@ def check_decide_revision(
 def do_decide_revision(revision: Revision, *, decision: str, comment: str, acting_user: User) -> Approval:
     """Caller holds the brief's row lock and has checked that `revision` is the current one.
 
-    An approval writes the publish operation in the same transaction (invariant 5), its row
-    locked after the brief's, never before (README, "Lock order").
+    An approval writes the publish operation in the same transaction (docs/invariants.md#i5), its row
+    locked after the brief's, never before (docs/architecture.md#lock-order).
     """
     approval = Approval.objects.create(
         revision=revision,

@@ -1,7 +1,7 @@
 """Notifications: written in the transaction of the event they tell, each with the intent to email it.
 
 The email itself is a network call, so it never happens here: each notification's operation
-`email:notification-<id>` commits with it (invariant 5) and a worker sends it
+`email:notification-<id>` commits with it (docs/invariants.md#i5) and a worker sends it
 (approvals.handlers). Publishing's events (a revision submitted, a revision published) and the
 workers' (an operation needing an operator) reach it through their hooks, registered in
 approvals.apps, so that neither imports approvals; approvals.actions calls it for its own events.

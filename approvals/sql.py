@@ -2,7 +2,7 @@
 models, values from their choices (rendered by publishing.sql.literal) or parameters. Rows come back by
 column name (publishing.sql.columns and from_row).
 
-The valid approval (invariant 3) is defined here once, as a fragment: approvals.selectors.get_valid_approval
+The valid approval (docs/invariants.md#i3) is defined here once, as a fragment: approvals.selectors.get_valid_approval
 runs it, and the publish's checks (publishing.selectors.publish_checks) embed it.
 """
 
@@ -21,7 +21,7 @@ _USER = User._meta.db_table
 
 def valid_approval_of(revision: str, *, approval: str = "a") -> str:
     """The condition that approval row `approval` validly approves revision row `revision` (table
-    aliases): it approves exactly that revision and its payload hash (invariant 3). An approval of
+    aliases): it approves exactly that revision and its payload hash (docs/invariants.md#i3). An approval of
     another revision never counts, however similar its payload."""
     return (
         f"{approval}.revision_id = {revision}.id AND {approval}.payload_hash = {revision}.payload_hash"
@@ -34,7 +34,7 @@ def valid_approval_exists(revision: str) -> str:
     return f"EXISTS (SELECT 1 FROM {_APPROVAL} a WHERE {valid_approval_of(revision)})"  # noqa: S608 -- the model's table
 
 
-# The revision %(revision_id)s's valid approval, the first one given (invariant 3): the one that wrote
+# The revision %(revision_id)s's valid approval, the first one given (docs/invariants.md#i3): the one that wrote
 # the publish intent. Its columns are the approval's (from_row).
 VALID_APPROVAL_SQL = f"""
 SELECT {columns(Approval, "a")}
@@ -46,7 +46,7 @@ LIMIT 1
 """  # noqa: S608 -- table names from the models; every value is a parameter
 
 # Who is told of a publication: the brief's author and the revision's approvers, in one prepared
-# statement (it runs in every verification's finalize, after invariant 10's observation);
+# statement (it runs in every verification's finalize, after the observation of docs/invariants.md#i10);
 # approvals.notifications.do_notify applies its rules to them. The users' columns: id, email, is_active.
 PUBLISHED_RECIPIENTS_SQL = f"""
 SELECT {columns(User, "u", only=("id", "email", "is_active"))}

@@ -1,4 +1,4 @@
-"""The JSON API under /api/v1/ (PRODUCT.md §7.3): publishing's and approvals' routers, token
+"""The JSON API under /api/v1/ (docs/api.md): publishing's and approvals' routers, token
 authentication, and every refusal as problem details (RFC 9457).
 
 Its OpenAPI schema is at /api/v1/openapi.json (docs at /api/v1/docs); error answers are declared

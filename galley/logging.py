@@ -1,4 +1,4 @@
-"""Log lines that carry Galley's identities (PRODUCT.md §3) when a record has them, and no secret."""
+"""Log lines that carry Galley's identities (docs/architecture.md#identities) when a record has them, and no secret."""
 
 from __future__ import annotations
 

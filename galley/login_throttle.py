@@ -1,4 +1,4 @@
-"""Sign-in throttling with two limits (django-axes; README "Configuration", GALLEY_LOGIN_*).
+"""Sign-in throttling with two limits (django-axes; GALLEY_LOGIN_*, docs/configuration.md#sign-in-throttling).
 
 - Per account and address: `GALLEY_LOGIN_FAILURE_LIMIT` failures for one account from one address
   lock that account from that address. Everyone else behind the same proxy or NAT signs in as usual.

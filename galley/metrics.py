@@ -1,4 +1,4 @@
-"""Prometheus metrics at /metrics (PRODUCT.md §7.6), for operators and for a scraper with a token.
+"""Prometheus metrics at /metrics (docs/operations.md#metrics), for operators and for a scraper with a token.
 
 Two sources, one exposition:
 
@@ -10,7 +10,7 @@ Two sources, one exposition:
 - what only a web process sees (requests by method, route name and status, and their latency) is
   counted by `RequestMetricsMiddleware` in that process. Under gunicorn each worker process has its
   own counts; with PROMETHEUS_MULTIPROC_DIR set, prometheus-client's multiprocess mode writes them
-  to files there and a scrape of any process sums them all (README, "Operations page and metrics").
+  to files there and a scrape of any process sums them all (docs/operations.md#metrics).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Django settings. Every value from the environment goes through galley.env (see README)."""
+"""Django settings. Every value from the environment goes through galley.env (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ VAR_DIR = env.var_dir()
 
 DEBUG = env.env_bool("DEBUG", default=False)
 # Development is DEBUG or the embedded database (no DATABASE_URL): both may use the per-checkout key under
-# var/, so any manage.py command reaches `make run`'s database as it is (README). Production names both.
+# var/, so any manage.py command reaches `make run`'s database as it is (README.md#two-commands). Production names both.
 SECRET_KEY = env.secret_key(debug=DEBUG or not env.env_str("DATABASE_URL"), dev_key_file=VAR_DIR / "secret_key")
 ALLOWED_HOSTS = env.env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -77,7 +77,7 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.database_config(env.env_str("DATABASE_URL") or run_database_url())}
-# Persistent connections: a new connection per request costs 1.5-5 ms here (PRODUCT.md §6). The
+# Persistent connections: a new connection per request costs 1.5-5 ms here (docs/configuration.md#database). The
 # health check runs where a request or a django-q2 task starts; a worker's handler threads keep their
 # connections unchecked (a check per operation was a round trip each) and reconnect after an error.
 DATABASES["default"]["CONN_MAX_AGE"] = env.env_int("CONN_MAX_AGE", 60)
@@ -166,7 +166,7 @@ SESSION_COOKIE_SECURE = env.env_bool("SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
 
-# --- HTTPS and security headers (SecurityMiddleware, django-csp); README "Production" -------------------
+# --- HTTPS and security headers (SecurityMiddleware, django-csp); docs/operations.md#security-headers --
 # Behind a proxy that ends TLS: the header it sets on every request (X-Forwarded-Proto), so that Django
 # knows a request came over HTTPS. Only with a proxy that overwrites it, or any client could claim HTTPS.
 _PROXY_SSL_HEADER = env.env_str("SECURE_PROXY_SSL_HEADER", "")
@@ -209,7 +209,7 @@ GALLEY_MAX_BODY_CHARS = env.env_int("GALLEY_MAX_BODY_CHARS", 200_000)
 GALLEY_LEASE_SECONDS = env.env_int("GALLEY_LEASE_SECONDS", 60)
 GALLEY_MAX_ATTEMPTS = env.env_int("GALLEY_MAX_ATTEMPTS", 8)
 
-# Bounds on what one session can make others wait for (README, "Configuration"). lock_timeout: a
+# Bounds on what one session can make others wait for (docs/configuration.md#lock-bounds). lock_timeout: a
 # statement that waits longer for a row lock fails (LockNotAvailable) instead of waiting without end
 # behind a frozen holder; a worker's finalize then waits again holding its lease (a wait, never a
 # failed attempt), a web write answers "this brief is busy, try again". idle_in_transaction_session_
@@ -250,8 +250,8 @@ env.require(GALLEY_DRIFT_CHECKS_PER_RUN >= 0, "GALLEY_DRIFT_CHECKS_PER_RUN must 
 GALLEY_DRIFT_CHECK_INTERVAL_MINUTES = env.env_int("GALLEY_DRIFT_CHECK_INTERVAL_MINUTES", 60)
 env.require(GALLEY_DRIFT_CHECK_INTERVAL_MINUTES >= 0, "GALLEY_DRIFT_CHECK_INTERVAL_MINUTES must be 0 or more")
 
-# Where publications go: "reference" (the §7.4 protocol: the bundled reference target or any
-# faithful one) or "wordpress" (WordPress with the companion plugin, PRODUCT.md §7.7).
+# Where publications go: "reference" (docs/target-protocol.md: the bundled reference target or any
+# faithful one) or "wordpress" (WordPress with the companion plugin, docs/wordpress.md).
 GALLEY_TARGET_KIND = env.env_str("GALLEY_TARGET_KIND", "reference")
 env.require(
     GALLEY_TARGET_KIND in ("reference", "wordpress"),

@@ -4,7 +4,7 @@ hooks in AppConfig.ready(), as handlers are registered with the workers; publish
 them, so its actions stay below the apps that react to them.
 
 Each announcement calls every hook inside the action's transaction, so that the reaction (a
-notification and its email intent) commits with the event or not at all (invariant 5).
+notification and its email intent) commits with the event or not at all (docs/invariants.md#i5).
 """
 
 from __future__ import annotations

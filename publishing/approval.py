@@ -1,6 +1,6 @@
 """A revision's valid approval as publishing's actions and the selectors below them ask for it.
 
-The rule is the approvals app's (invariant 3: approvals.sql.valid_approval_of), and approvals imports
+The rule is the approvals app's (docs/invariants.md#i3: approvals.sql.valid_approval_of), and approvals imports
 publishing, never the reverse: approvals registers its selector here when it is ready (approvals.apps),
 as the domain apps register their handlers with the workers. So an operator's settlement of a
 publication problem (publishing.actions.resolutions) checks the approval without importing approvals.

@@ -1,6 +1,6 @@
 """The one place a revision payload becomes its canonical bytes and its payload hash.
 
-Canonical JSON (PRODUCT.md §3): keys sorted at every level, no insignificant whitespace
+Canonical JSON (docs/architecture.md#payload-hash): keys sorted at every level, no insignificant whitespace
 (separators "," and ":"), non-ASCII kept as UTF-8 rather than \\u escapes, and NaN or
 Infinity refused because JSON has no spelling for them. The hash is the lowercase sha256 hex
 digest of those bytes. Two payloads that differ only in key order or whitespace hash the same.

@@ -1,4 +1,4 @@
-"""Publishing's identities (PRODUCT.md §3): the one place an operation key, a step identity or a
+"""Publishing's identities (docs/architecture.md#identities): the one place an operation key, a step identity or a
 brief's public id is made. Actions, selectors and handlers all build them here, so that a key
 read back from the database always matches the key that was written."""
 
@@ -11,7 +11,7 @@ PUBLISH = "publish"
 VERIFY = "verify"
 SUMMARY_STEP = "summary_step"
 # A published revision's periodic check that the target still shows it, and the operator's
-# republish of it over a drift (README, "Drift at the target").
+# republish of it over a drift (docs/wordpress.md#drift-actions).
 DRIFT_CHECK = "drift_check"
 REPUBLISH = "republish"
 # Every kind of a brief's publication: what an operator settles among the publication problems.
@@ -80,5 +80,5 @@ def summary_run_key_prefix(public_id: str, run_number: int) -> str:
 
 
 def step_identity(public_id: str, source_hash: str, step: str) -> str:
-    """The canonical artifact's identity: one per step of one version of the source (invariant 6)."""
+    """The canonical artifact's identity: one per step of one version of the source (docs/invariants.md#i6)."""
     return f"{public_id}/summary/{source_hash}/{step}"

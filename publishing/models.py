@@ -123,7 +123,7 @@ class Publication(models.Model):
 
     Recorded in the same transaction as the publish operation's success, with the verification
     operation that depends on it. `verified_at` is set once a read-back showed the target
-    holding this payload hash at the permalink (invariant 10). The payload hash is the
+    holding this payload hash at the permalink (docs/invariants.md#i10). The payload hash is the
     revision's, enforced by a composite foreign key (migration 0004).
     """
 
@@ -241,7 +241,7 @@ class ApiToken(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """The stored response of one API POST under a user's Idempotency-Key (PRODUCT.md §7.3).
+    """The stored response of one API POST under a user's Idempotency-Key (docs/api.md).
 
     Written in the same transaction as the write it answers, so a replay never returns a response
     whose write did not commit. While a request runs, its key is held by a transaction-level

@@ -1,4 +1,4 @@
-"""Who may do what: one group per role (PRODUCT.md §1).
+"""Who may do what: one group per role (docs/editorial.md#web-ui).
 
 Editors create and edit briefs, Approvers approve, Operators see everything (and work the
 admin). A signed-in user in none of these groups is refused everywhere.

@@ -97,12 +97,12 @@ _STEP_ARTIFACT = StepArtifact._meta.db_table
 # operations of the given keys, in id order. `key = ANY(array)` runs even for an empty array (`key__in=[]`
 # would skip the query), keeping a page's query count constant; the key is unique, so each key is one
 # index probe. An approved brief whose publish ended unpublished is not shown as on its way: done means
-# observed (invariant 10).
+# observed (docs/invariants.md#i10).
 BADGE_OPERATIONS_SQL = f"SELECT * FROM {_OPERATION} WHERE key = ANY(%s) ORDER BY id"  # noqa: S608 -- the model's table
 
 # A verification's first read (publishing.selectors.publications.get_publication): the publication the
 # publish operation %(key)s recorded, with its revision (columns prefixed "revision__"); what is
-# verified is what was published (invariant 10).
+# verified is what was published (docs/invariants.md#i10).
 PUBLICATION_SQL = f"""
 SELECT {columns(Publication, "p")}, {columns(Revision, "r", prefix="revision__")}
 FROM {_PUBLICATION} p
@@ -115,8 +115,8 @@ def publish_checks_sql(*, valid_approval: str) -> str:
     """What a publish checks before it sends revision %(number)s of brief %(public_id)s, in one
     statement (one snapshot) instead of four ORM queries: the revision (its columns prefixed
     "revision__"), whether it is approved — `valid_approval`, approvals' fragment over the revision
-    alias `r` (invariant 3) — and the newer revisions of the brief that are published or whose publish
-    has made an attempt (may be at the target), which it must not regress below (invariant 4)."""
+    alias `r` (docs/invariants.md#i3) — and the newer revisions of the brief that are published or whose publish
+    has made an attempt (may be at the target), which it must not regress below (docs/invariants.md#i4)."""
     return f"""
 SELECT {columns(Revision, "r", prefix="revision__")},
        {valid_approval} AS approved,
@@ -136,7 +136,7 @@ WHERE b.public_id = %(public_id)s AND r.number = %(number)s
 """  # noqa: S608 -- table names from the models; every value is a parameter
 
 
-# Every AI token the kept attempts of summary steps recorded (README, "How the AI summary works"),
+# Every AI token the kept attempts of summary steps recorded (docs/editorial.md#ai-summary),
 # by step, the model of the artifact the step stored, and kind of token; the figures the ops page and
 # /metrics show (publishing.selectors.metrics). One statement.
 AI_TOKENS_SQL = f"""
@@ -154,10 +154,10 @@ ORDER BY 1, 2, 3
 # -- Writes (publishing.actions) -------------------------------------------------------------------
 
 # A new brief's number, for its public id (brief-042): the sequence of migration 0002, never reused, so
-# a public id is stable for the life of its brief (invariant 1: identities never change).
+# a public id is stable for the life of its brief (docs/invariants.md#i1: identities never change).
 NEXT_BRIEF_NUMBER_SQL = f"SELECT nextval('{_BRIEF}_number_seq') AS number"
 
-# A summary step's artifact, canonical-first (invariant 6: publishing.actions.summaries.do_store_artifact):
+# A summary step's artifact, canonical-first (docs/invariants.md#i6: publishing.actions.summaries.do_store_artifact):
 # insert the proposal, or nothing when another run's insert of the identity won; the caller reads the
 # winner back. Positional parameters: brief id, source hash, step, identity, content, provider, model, usage.
 STORE_ARTIFACT_SQL = f"""
@@ -168,9 +168,9 @@ ON CONFLICT (identity) DO NOTHING
 """  # noqa: S608 -- the table name from the model; every value is a parameter
 
 
-# The publish's finalize: the brief's lock and the publication, in one statement (invariant 5: the
+# The publish's finalize: the brief's lock and the publication, in one statement (docs/invariants.md#i5: the
 # publication commits with the operation's success). The CTE locks the brief before the insert reads
-# it (README, "Lock order"), and ON CONFLICT makes a second run insert nothing. Without the lock the
+# it (docs/architecture.md#lock-order), and ON CONFLICT makes a second run insert nothing. Without the lock the
 # publication's foreign-key check would take the brief at COMMIT, after the operation row: the reverse
 # of an approval, which holds the brief and waits for the operation. NO KEY UPDATE still serialises
 # with the brief's writers.
@@ -186,17 +186,18 @@ ON CONFLICT (operation_key) DO NOTHING
 RETURNING id
 """  # noqa: S608 -- table names from the models; every value is a parameter
 
-# The verification's finalize locks the brief in a statement of its own (first: README, "Lock
-# order"): a statement that waited for the lock still reads other tables as they were when it began,
-# and would miss a revision the lock's holder added meanwhile. Its columns are the brief's (from_row).
+# The verification's finalize locks the brief in a statement of its own (first:
+# docs/architecture.md#lock-order): a statement that waited for the lock still reads other tables as
+# they were when it began, and would miss a revision the lock's holder added meanwhile. Its columns
+# are the brief's (from_row).
 LOCK_BRIEF_SQL = f"""
 SELECT {columns(Brief, "b", only=("id", "public_id", "status", "published_revision_number", "author_id"))}
 FROM {_BRIEF} b WHERE b.id = %(brief_id)s
 FOR NO KEY UPDATE
 """  # noqa: S608 -- the table name from the model; every value is a parameter
 
-# Then its writes in one statement: mark the publication observed (invariant 10), advance the brief's
-# published revision (never backwards: invariant 4) and move it to "published" when this is its
+# Then its writes in one statement: mark the publication observed (docs/invariants.md#i10), advance the brief's
+# published revision (never backwards: docs/invariants.md#i4) and move it to "published" when this is its
 # latest revision (whether its status may go there is BRIEF_TRANSITIONS' to say: the caller checks it,
 # and rolls all of this back if not). It returns the brief's new status (None when it did not
 # advance), its latest revision number, the brief's stuck publications of older revisions (publish or

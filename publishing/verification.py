@@ -1,7 +1,7 @@
-"""What counts as a published page showing the article (invariant 10), with no I/O.
+"""What counts as a published page showing the article (docs/invariants.md#i10), with no I/O.
 
-§7.4 defines no markup on the permalink page, only that it shows the article's title and body;
-so the page is read as text, and the approved title must stand in it.
+The target protocol defines no markup on the permalink page (docs/target-protocol.md#permalink),
+only that it shows the article's title and body; so the page is read as text, and the approved title must stand in it.
 """
 
 from __future__ import annotations
@@ -30,5 +30,5 @@ def _normalized(text: str) -> str:
 
 
 def shows_title(page_text: str, title: str) -> bool:
-    """Whether the page's text shows `title`, up to the typography a CMS applies (invariant 10)."""
+    """Whether the page's text shows `title`, up to the typography a CMS applies (docs/invariants.md#i10)."""
     return _normalized(title) in _normalized(page_text)

@@ -1,4 +1,5 @@
-"""The chaos test's driver: everything that can go wrong at once, then the invariants (PRODUCT.md §4: 3-5, 8-10, 12).
+"""The chaos test's driver: everything that can go wrong at once, then the invariants
+(docs/invariants.md#i3 to #i5, #i8 to #i10, #i12).
 
 ``python -m tests.chaos`` (``make chaos``: about 200 briefs, a few minutes) or, from the suite, a short
 run of about 25 briefs (tests/acceptance/test_chaos.py). It starts its own processes, all on this host:

@@ -1,4 +1,5 @@
-"""A local OpenAI-compatible Chat Completions server for tests: never the internet (STYLE.md rule 11).
+"""A local OpenAI-compatible Chat Completions server for tests: never the internet
+(docs/testing.md#layers).
 
 Run as a process::
 

@@ -1,4 +1,4 @@
-"""The reference target (PRODUCT.md §7.4) served from a thread of the test process, with Galley's
+"""The reference target (docs/target-protocol.md) served from a thread of the test process, with Galley's
 settings pointing at it: `start_target(faults)` for a target with faults, `target` for a healthy one.
 Fixtures for every app's tests (imported by tests/conftest.py)."""
 

@@ -1,4 +1,4 @@
-"""What a handler raises to tell the machinery how an attempt ended (PRODUCT.md invariant 9).
+"""What a handler raises to tell the machinery how an attempt ended (docs/invariants.md#i9).
 
 Handlers never decide retry timing themselves: they classify the failure with a kind, and
 workers.policy decides (retry with backoff, honour Retry-After, dead letter, conflict).

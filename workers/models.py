@@ -287,7 +287,7 @@ class Attempt(models.Model):
 
 class Conflict(models.Model):
     """Galley's intent and the target disagree in a way no retry can settle: never a success,
-    always an operator's call (PRODUCT.md §7.2). `target_state` is what the worker saw the target
+    always an operator's call (docs/operations.md#settling-problems). `target_state` is what the worker saw the target
     hold when it stopped, so the operator compares without a network call from the admin."""
 
     class Source(models.TextChoices):

@@ -1,4 +1,4 @@
-"""Retry by failure kind (PRODUCT.md invariant 9): the one place that decides what happens next."""
+"""Retry by failure kind (docs/invariants.md#i9): the one place that decides what happens next."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Disposition(StrEnum):
 
 
 TERMINAL_KINDS = {FailureKind.INVALID, FailureKind.QUALITY_GATE, FailureKind.AUTH}
-# Galley and the target disagree: no retry can settle it, an operator decides (PRODUCT.md §7.2).
+# Galley and the target disagree: no retry can settle it, an operator decides (docs/operations.md#settling-problems).
 CONFLICT_KINDS = {
     FailureKind.KEY_CONFLICT,
     FailureKind.STALE_REVISION,
@@ -26,7 +26,7 @@ CONFLICT_KINDS = {
     FailureKind.DRIFT,
 }
 OPERATOR_KINDS = {FailureKind.AUTH, *CONFLICT_KINDS}
-# The target asking Galley to wait (invariant 9): such a try never counts against max_attempts,
+# The target asking Galley to wait (docs/invariants.md#i9): such a try never counts against max_attempts,
 # so it never makes a dead letter on its own; the operation's deadline bounds the waiting.
 WAIT_KINDS = {FailureKind.THROTTLED, FailureKind.IN_PROGRESS}
 

@@ -43,8 +43,8 @@ class ClaimedOperation:
 class Success:
     """A successful attempt. `finalize` is the domain's write: it runs inside the fenced finalize
     transaction, after the fence was read and before the fenced update (the worker's own operation
-    row is locked last: README, "Lock order"), so the domain's state change and its next intent
-    commit with the operation's success (invariant 5) — or not at all if the lease was lost."""
+    row is locked last: docs/architecture.md#lock-order), so the domain's state change and its next intent
+    commit with the operation's success (docs/invariants.md#i5) — or not at all if the lease was lost."""
 
     result: dict[str, Any] = field(default_factory=dict)
     finalize: Callable[[], object] | None = None

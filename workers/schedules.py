@@ -5,7 +5,7 @@ from django_q.models import Schedule
 SCHEDULES = [
     # Sweeps every few seconds for a minute (django-q2 schedules at most once a minute).
     {"name": "galley-sweep", "func": "workers.tasks.sweep", "schedule_type": Schedule.MINUTES, "minutes": 1},
-    # Retention: finished operations older than GALLEY_RETENTION_DAYS (invariant 11).
+    # Retention: finished operations older than GALLEY_RETENTION_DAYS (docs/invariants.md#i11).
     {"name": "galley-purge", "func": "workers.tasks.purge", "schedule_type": Schedule.HOURLY},
     # Retention of the JSON API's Idempotency-Key records (GALLEY_RETENTION_DAYS). A dotted name,
     # not an import: the machinery imports no domain app.

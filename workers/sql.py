@@ -102,9 +102,9 @@ RING_SQL = f"SELECT pg_notify('{CHANNEL}', '')"
 NOTIFY_SQL = f"(SELECT pg_notify('{CHANNEL}', '') WHERE %(ring)s)"
 
 
-# --- the fence, the lease, the dead worker's attempt (invariant 8) ------------------------------
+# --- the fence, the lease, the dead worker's attempt (docs/invariants.md#i8) --------------------
 
-# The fence of every write after the claim (STYLE.md 7): the operation's id, the claim's lease owner
+# The fence of every write after the claim (docs/architecture.md#fencing): the operation's id, the claim's lease owner
 # and fencing token, and still running. Its parameters are named after the columns, so the ORM's
 # fenced update (claims.fenced_update) filters on the same values with FENCE_STATUS.
 FENCE_COLUMNS = ("id", "lease_owner", "fencing_token")
@@ -131,9 +131,9 @@ def close_abandoned_attempts(operations: str) -> str:
     WHERE a.operation_id = {operations}.id AND a.finished_at IS NULL"""  # noqa: S608 -- this module's constants
 
 
-# --- claims (workers.actions.claims; invariants 7 and 8) --------------------------------------
+# --- claims (workers.actions.claims; docs/invariants.md#i7 and #i8) ---------------------------
 
-# An operation a claim may take (invariant 7 and the bounds): deadline left, of the asked kinds,
+# An operation a claim may take (docs/invariants.md#i7 and the bounds): deadline left, of the asked kinds,
 # every prerequisite met, and attempts left (below). Due is one of two cases, each matching one
 # partial index (so that a claim reads a few index entries in order, however long the queue):
 # waiting and due, or running with a lease expired (database clock).
@@ -164,7 +164,7 @@ LEASE_EXPIRED_SQL = (
     " AND (o.attempts - o.waits < o.max_attempts OR o.result IS NOT NULL)" + _CLAIMABLE_SQL
 )
 
-# The claim, in one statement (invariant 8): lock due rows (SKIP LOCKED), take the lease with a new
+# The claim, in one statement (docs/invariants.md#i8): lock due rows (SKIP LOCKED), take the lease with a new
 # fencing token, close the attempt a dead worker left open, and open this attempt. The attempt is
 # ambiguous when the previous one may have had its effect: it never recorded an outcome (its
 # worker died: an open attempt row, seen in the statement's snapshot, before `abandoned` closes it),
@@ -235,7 +235,7 @@ ORDER BY c.next_attempt_at, c.id
 
 # Extend a held lease before a step that could outlive it (fenced: no row when the lease is gone).
 # How long a drain may sleep: until the next waiting operation is due or the next lease expires
-# (the database clock, as the claim and the lease use: invariant 8).
+# (the database clock, as the claim and the lease use: docs/invariants.md#i8).
 SECONDS_UNTIL_DUE_SQL = f"""
 SELECT extract(epoch FROM LEAST(
     (SELECT min(next_attempt_at) FROM {OPERATION}
@@ -252,7 +252,7 @@ WHERE {FENCE_SQL}
 """  # noqa: S608 -- this module's constants
 
 # What the handler observed (for a publish: the target's receipt), recorded before the finalize and
-# committed on its own, fenced (invariant 5): should the finalize wait or this worker stop, the effect
+# committed on its own, fenced (docs/invariants.md#i5): should the finalize wait or this worker stop, the effect
 # is on record, and a takeover does not count the lost lease as a failed attempt (CLAIM_SQL). It leaves
 # the lease alone: a change of the indexed lease_expires_at makes the update non-HOT, which cost a third
 # of the throughput in make bench; complete_operation renews the lease separately when it is half spent.
@@ -262,7 +262,7 @@ SET result = %(result)s::jsonb
 WHERE {FENCE_SQL}
 """  # noqa: S608 -- this module's constants
 
-# A success in one statement (invariants 5 and 8): the fenced update (which locks the operation row,
+# A success in one statement (docs/invariants.md#i5 and #i8): the fenced update (which locks the operation row,
 # last in the finalize's lock order) releasing the lease, this attempt's row only if the fence held,
 # and whether dependents wait.
 SUCCEED_SQL = f"""
@@ -286,7 +286,7 @@ SELECT EXISTS (SELECT 1 FROM finished) AS succeeded,
 """  # noqa: S608 -- this module's constants
 
 
-# --- enqueue (workers.actions.enqueue; invariants 1, 2, 5 and 7) -------------------------------
+# --- enqueue (workers.actions.enqueue; docs/invariants.md#i1, #i2, #i5 and #i7) ----------------
 
 _OPERATION_COLUMNS, _OPERATION_VALUES = insert_values(
     Operation,
@@ -327,7 +327,7 @@ edges AS (
 SELECT id, next_attempt_at, deadline, {NOTIFY_SQL} AS rang FROM inserted
 """  # noqa: S608 -- this module's constants; every value is a parameter
 
-# A durable happens-before edge (invariant 7); idempotent.
+# A durable happens-before edge (docs/invariants.md#i7); idempotent.
 ADD_DEPENDENCY_SQL = f"""
 INSERT INTO {DEPENDENCY} (operation_id, prerequisite_id, requires)
 VALUES (%(operation_id)s, %(prerequisite_id)s, %(requires)s)
@@ -335,14 +335,14 @@ ON CONFLICT (operation_id, prerequisite_id) DO NOTHING
 """  # noqa: S608 -- this module's constants
 
 
-# --- housekeeping (workers.actions.housekeeping; invariants 11 and 12) ------------------------
+# --- housekeeping (workers.actions.housekeeping; docs/invariants.md#i11 and #i12) -------------
 
 # What operator_needed is told of an operation that became a dead letter here (registry.OperatorNeeded).
 _NEEDED_COLUMNS = (
     "o.id, o.kind, o.subject_type, o.subject_id, o.subject_version, o.arguments, o.status, o.last_error_message"
 )
 
-# The reconciler (invariant 12): every operation whose lease expired becomes claimable again with a new
+# The reconciler (docs/invariants.md#i12): every operation whose lease expired becomes claimable again with a new
 # fencing token, its lease released and its dead worker's attempt closed; one out of attempts or past
 # its deadline becomes a dead letter for an operator instead. A lease that ran out after its attempt
 # recorded what it observed (`result`) counts as a wait, as in CLAIM_SQL.
@@ -373,7 +373,7 @@ WHERE o.id = expired.id
 RETURNING {_NEEDED_COLUMNS}, o.needs_operator
 """  # noqa: S608 -- this module's constants
 
-# Waiting operations out of attempts or past their deadline: dead letters for an operator (invariant 12).
+# Waiting operations out of attempts or past their deadline: dead letters for an operator (docs/invariants.md#i12).
 EXHAUSTED_SQL = f"""
 UPDATE {OPERATION} o
 SET status = {sql_literal(S.DEAD)},
@@ -390,7 +390,7 @@ WHERE status IN ({WAITING})
 RETURNING {_NEEDED_COLUMNS}
 """  # noqa: S608 -- this module's constants
 
-# The retention purge (invariant 11): finished operations older than the period, with their attempts and
+# The retention purge (docs/invariants.md#i11): finished operations older than the period, with their attempts and
 # dependency edges; never one an unfinished operation depends on, nor one with a conflict (the operators'
 # record).
 PURGE_SQL = f"""
@@ -414,7 +414,7 @@ DELETE FROM {OPERATION} o USING purged WHERE o.id = purged.id
 """  # noqa: S608 -- this module's constants
 
 
-# --- the audit log (workers.audit; invariant 13) ---------------------------------------------
+# --- the audit log (workers.audit; docs/invariants.md#i13) -----------------------------------
 
 _AUDIT_COLUMNS, _AUDIT_VALUES = insert_values(
     AuditEvent,

@@ -1,4 +1,4 @@
-"""The bundled reference publishing target (PRODUCT.md §7.4): a standalone program, no Django.
+"""The bundled reference publishing target (docs/target-protocol.md): a standalone program, no Django.
 
 Run it as ``python -m galley.reference_target --port 8001`` (``--help`` lists the fault
 injection options), or in a test's thread: ``with ReferenceTarget(db_path=..., token=...) as target``.

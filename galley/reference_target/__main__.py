@@ -42,7 +42,7 @@ def default_db() -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m galley.reference_target",
-        description="Run the bundled reference publishing target (PRODUCT.md §7.4) with its own SQLite "
+        description="Run the bundled reference publishing target (docs/target-protocol.md) with its own SQLite "
         "storage and optional fault injection, until SIGTERM or Ctrl-C.",
     )
     parser.add_argument("--host", default="127.0.0.1")

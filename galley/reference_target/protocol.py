@@ -1,4 +1,4 @@
-"""What the reference target speaks (PRODUCT.md §7.4): a publication request's rules, the receipt and
+"""What the reference target speaks (docs/target-protocol.md): a publication request's rules, the receipt and
 the published page.
 
 A request is checked before anything is stored or any fault drawn: the body's shape, the
@@ -23,7 +23,7 @@ class InvalidRequest(Exception):
 
 
 def canonical_hash(payload: Any) -> str:
-    """sha256 hex of the canonical JSON (PRODUCT.md §3).
+    """sha256 hex of the canonical JSON (docs/architecture.md#payload-hash).
 
     Written here independently of publishing.hashing on purpose: the target is another
     service, and agreeing with Galley's hash is what it checks, not what it assumes.

@@ -1,4 +1,4 @@
-"""Drift at the target (README, "Drift at the target"): the periodic check's intents and the
+"""Drift at the target (docs/wordpress.md#drift): the periodic check's intents and the
 republish's continuation. The operator's ways to end a drift are in publishing.actions.resolutions.
 No action calls the target: the check and the republish are operations a worker runs."""
 
@@ -58,7 +58,7 @@ def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
 def do_record_republication(
     revision: Revision, *, republish_operation_id: int, republish_key: str, conflict_id: int, external_id: str
 ) -> None:
-    """The republish's finalize (in its fenced transaction, invariant 5): its verification intent, which
+    """The republish's finalize (in its fenced transaction, docs/invariants.md#i5): its verification intent, which
     reads the revision's publication back and observes the post showing it again, and the audit record.
     Idempotent: the verification is keyed by the republish. No new publication: the revision has one."""
     public_id = revision.brief.public_id

@@ -1,4 +1,5 @@
-"""Idempotency-Key on the JSON API's POSTs: PRODUCT.md §7.4's semantics applied to Galley (§7.3).
+"""Idempotency-Key on the JSON API's POSTs (docs/api.md#idempotency-key): the target protocol's
+semantics (docs/target-protocol.md) applied to Galley.
 
 The same key and body replays the stored response (status and body); the same key with another
 body is refused (422); a request still running with that key is refused (409). Keys are scoped

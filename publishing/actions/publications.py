@@ -36,14 +36,14 @@ from workers.prepared import execute_prepared
 
 @transaction.atomic(savepoint=False)
 def do_request_publication(revision: Revision) -> Enqueued:
-    """Record the intent to publish `revision`, in the approval's transaction (invariant 5).
+    """Record the intent to publish `revision`, in the approval's transaction (docs/invariants.md#i5).
 
     Idempotent: a second approval of the same revision returns the same operation. Per brief,
-    publishes never regress (invariant 4): an older publish that has not been claimed yet is
+    publishes never regress (docs/invariants.md#i4): an older publish that has not been claimed yet is
     superseded; one that may already be in flight becomes a prerequisite (completion edge),
     so this one is claimed only after it finished either way.
 
-    Caller holds the brief's row lock, taken before any operation row (README, "Lock order");
+    Caller holds the brief's row lock, taken before any operation row (docs/architecture.md#lock-order);
     older operations are touched in id order.
     """
     public_id = revision.brief.public_id
@@ -76,9 +76,9 @@ def do_record_publication(
     revision: Revision, *, publish_operation_id: int, external_id: str, permalink: str
 ) -> Publication:
     """The publication and its verification intent, in the publish operation's finalize
-    transaction (invariant 5). Idempotent: the publication is keyed by the operation key.
+    transaction (docs/invariants.md#i5). Idempotent: the publication is keyed by the operation key.
 
-    Locks the brief first (README, "Lock order"), before the fenced update locks the operation.
+    Locks the brief first (docs/architecture.md#lock-order), before the fenced update locks the operation.
     """
     public_id = revision.brief.public_id
     key = publish_key(public_id, revision.number)
@@ -140,10 +140,10 @@ def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, pu
     recorded the target's receipt before its finalize (the operation's `result`:
     workers.actions.claims) was applied there. It gets its Publication now, never verified (the
     target shows the newer revision), and an audit record saying which revision superseded it. The
-    brief's published revision is not touched: it only ever advances (invariant 4), and only a
+    brief's published revision is not touched: it only ever advances (docs/invariants.md#i4), and only a
     verification advances it.
 
-    In the verification's finalize, the brief locked (README, "Lock order")."""
+    In the verification's finalize, the brief locked (docs/architecture.md#lock-order)."""
     if not operation_ids:  # the usual case, on every verification: not even a query to compile
         return
     for operation in Operation.objects.filter(id__in=operation_ids).order_by("id"):
@@ -177,11 +177,11 @@ def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, pu
 
 @transaction.atomic(savepoint=False)
 def do_record_verification(publication: Publication) -> None:
-    """Record the observation (invariant 10) and advance the brief's published revision, never
-    backwards (invariant 4); the brief shows "published" when this is its latest revision.
+    """Record the observation (docs/invariants.md#i10) and advance the brief's published revision, never
+    backwards (docs/invariants.md#i4); the brief shows "published" when this is its latest revision.
 
     In the verify operation's finalize: locks the brief first, then the publication, then any
-    operation rows; the fenced update locks the verify operation last (README, "Lock order").
+    operation rows; the fenced update locks the verify operation last (docs/architecture.md#lock-order).
     """
     number = publication.revision.number
     with execute_prepared(LOCK_BRIEF_SQL, {"brief_id": publication.brief_id}) as cursor:

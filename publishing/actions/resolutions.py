@@ -1,4 +1,4 @@
-"""Settling a publication problem (PRODUCT.md §7.2): an operator adopts what the target holds,
+"""Settling a publication problem (docs/operations.md#settling-problems): an operator adopts what the target holds,
 looks the key up again, retries after a fix or cancels with a reason; a drift (the site shows other
 content than the approved revision) is ended by adopting what the site shows as a new revision,
 republishing the approved revision over it, or accepting it. Galley itself closes the problems a
@@ -6,7 +6,7 @@ newer published revision replaced.
 
 No action calls the target: adopting makes the revision's publish look its key up at the target
 and adopt what is there (the worker's reconcile path), and its verification then observes it, so
-nothing unapproved or older than what is published can come of it (invariants 3, 4, 10). Each
+nothing unapproved or older than what is published can come of it (docs/invariants.md#i3, #i4, #i10). Each
 action locks the operation's row, re-checks, audits, and writes nothing when there is nothing
 to do (then its message says why).
 """
@@ -62,7 +62,7 @@ def check_adopt_target_revision(operation: Operation, *, acting_user: AnyUser) -
     user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
     adoptable = get_publication_problem(operation).adoptable
     if adoptable is not None:
-        # Both operation rows, in id order (README, "Lock order"), before the re-check under lock.
+        # Both operation rows, in id order (docs/architecture.md#lock-order), before the re-check under lock.
         publish_id = Operation.objects.values_list("id", flat=True).get(
             key=publish_key(operation.subject_id, adoptable.number)
         )
@@ -115,8 +115,8 @@ def check_publish_as_next_revision(operation: Operation, *, acting_user: AnyUser
     """A stale revision: the target's fence refused revision N because it holds revision M ≥ N that
     Galley cannot account for. Write N's approved content again as the brief's next revision (above
     M), and cancel N's publish for it. The new revision is an ordinary one: it needs its own approval
-    (invariant 3) and is published through the fence like any other (invariant 4); nothing is sent
-    now. Locks the brief's row, then the operation's (README, "Lock order"); a repeat finds the
+    (docs/invariants.md#i3) and is published through the fence like any other (docs/invariants.md#i4); nothing is sent
+    now. Locks the brief's row, then the operation's (docs/architecture.md#lock-order); a repeat finds the
     operation cancelled and writes nothing."""
     user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
     brief = access_brief(operation.subject_id, acting_user=user, lock=True)
@@ -223,7 +223,7 @@ def check_accept_drift(operation: Operation, *, reason: str, acting_user: AnyUse
     locked, conflict = found
     if locked.kind != DRIFT_CHECK:
         # Found by the revision's own verification: it was never observed as approved, and accepting
-        # would not make it so (invariant 10).
+        # would not make it so (docs/invariants.md#i10).
         return Outcome(
             False,
             "This revision was never verified: the site changed before its read-back. Republish it, "
@@ -288,7 +288,7 @@ def check_adopt_drift(operation: Operation, *, acting_user: AnyUser) -> Outcome:
     """Take what the site shows as the brief's next revision, written by the operator: an immutable
     revision that goes through approval like any other (the brief goes back to review). Until it is
     published, what the site shows is accepted for the published revision. Locks the brief's row
-    first, then the operation's (README, "Lock order")."""
+    first, then the operation's (docs/architecture.md#lock-order)."""
     user = require_role(acting_user, Role.OPERATOR, to="settle publication problems")
     brief = access_brief(operation.subject_id, acting_user=user, lock=True)
     found = _lock_drift(operation)

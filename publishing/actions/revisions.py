@@ -60,7 +60,7 @@ def check_create_revision(
 
     `base_number` is the revision the editor started from (0 for the first). Returns the
     revision and whether it was created. Raises RevisionConflict (nothing written) when a
-    newer revision exists. Locks the brief's row first (README, "Lock order").
+    newer revision exists. Locks the brief's row first (docs/architecture.md#lock-order).
     """
     acting_user = require_role(acting_user, Role.EDITOR, to="edit briefs")
     try:

@@ -1,10 +1,10 @@
 """Summary runs: starting one, finishing each step (canonical artifact + continuation), completing
 the run with the first revision or a suggestion.
 
-A step's artifact has one identity and one canonical value (invariant 6): the write inserts, or
+A step's artifact has one identity and one canonical value (docs/invariants.md#i6): the write inserts, or
 reads what already won, and the continuation is built from the stored value, never the local
 one. The artifact, the next step's operation (or the first revision) and the step's success
-commit together in the step's fenced finalize transaction (invariant 5).
+commit together in the step's fenced finalize transaction (docs/invariants.md#i5).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What every client of an outside service shares: its errors classified by what the caller must
-do next (invariant 9), Retry-After parsing, and one client per process per configuration.
+do next (docs/invariants.md#i9), Retry-After parsing, and one client per process per configuration.
 
     ServiceError(Exception)          .status: int | None, .usage: dict[str, int]
     ├── ServiceTimeout               ambiguous: no answer in time, the request may have been applied
@@ -13,7 +13,7 @@ do next (invariant 9), Retry-After parsing, and one client per process per confi
 Each client subclasses these with its own names (TargetTimeout, AIThrottled, …), so that worker
 handlers map every client's failures to failure kinds in one place.
 
-No call leaves with a database transaction open on its thread (invariant 8): every client's httpx
+No call leaves with a database transaction open on its thread (docs/invariants.md#i8): every client's httpx
 requests pass `refuse_request_in_transaction` (an event hook), and the offline AI provider's
 completions `refuse_in_transaction`, which raises TransactionOpen before anything is sent. It is no
 ServiceError: it is Galley's own bug, not the service's answer.
@@ -97,7 +97,7 @@ def open_transactions() -> list[str]:
 
 
 def refuse_in_transaction(call: str) -> None:
-    """Raise TransactionOpen if a database transaction is open on this thread (invariant 8).
+    """Raise TransactionOpen if a database transaction is open on this thread (docs/invariants.md#i8).
 
     A refusal, in production too: nothing has left the process, so the attempt fails cleanly, as
     `unexpected` (the worker logs it with its traceback at ERROR, galley_attempts counts it, the

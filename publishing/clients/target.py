@@ -1,6 +1,6 @@
-"""Typed httpx client for a publishing target speaking PRODUCT.md §7.4.
+"""Typed httpx client for a publishing target speaking the target protocol (docs/target-protocol.md).
 
-Every failure is a TargetError subclass chosen by what the caller must do next (invariant 9):
+Every failure is a TargetError subclass chosen by what the caller must do next (docs/invariants.md#i9):
 
     TargetError(Exception)                    .status: int | None
     ├── TargetAmbiguous                       may have been applied: look up by key before sending again
@@ -120,7 +120,7 @@ class TargetCheck:
             f"the target does not confirm a revision fence ({self.fence_answer}). Galley cannot stop a late "
             "packet alone: a publish delayed in the network past its lease can still land after a newer "
             "revision and replace it there. Only the target's fence closes that: use a target that refuses "
-            "an older revision (409 stale_revision, PRODUCT.md §7.4) and answers GET /v1/status with "
+            "an older revision (409 stale_revision, docs/target-protocol.md#fence) and answers GET /v1/status with "
             '{"fence": true}.'
         )
 
@@ -158,7 +158,8 @@ class Receipt:
     revision: int
     payload_hash: str
     permalink: str
-    # None when the target reports no live content (the §7.4 reference target): then it cannot drift.
+    # None when the target reports no live content (the reference target,
+    # docs/target-protocol.md#reference-target): then it cannot drift.
     live: LiveContent | None = None
 
 
@@ -186,8 +187,8 @@ class _PageText(HTMLParser):
 
 
 class TargetClient:
-    """A target speaking §7.4 with a bearer token. Explicit timeouts; no retries; every failure is
-    a TargetError.
+    """A target speaking the target protocol (docs/target-protocol.md) with a bearer token. Explicit
+    timeouts; no retries; every failure is a TargetError.
 
     ``transport`` is for tests (httpx.MockTransport); production leaves it None.
     """
@@ -316,9 +317,9 @@ class TargetClient:
     def fetch_permalink(self, url: str) -> str:
         """The text of the published page at `url` as a reader sees it (markup removed).
 
-        §7.4 defines no markup on the page, so this returns no more than the text; the caller
-        decides whether it shows the article. Pages are public: the bearer token is not sent,
-        so a permalink on another host never sees it.
+        The protocol defines no markup on the page (docs/target-protocol.md#permalink), so this
+        returns no more than the text; the caller decides whether it shows the article. Pages are
+        public: the bearer token is not sent, so a permalink on another host never sees it.
         """
         response = self._send("GET", url, headers={"Accept": "text/html"}, follow_redirects=True)
         if response.status_code == 404:
@@ -340,7 +341,9 @@ class TargetClient:
         GET /v1/status ({"fence": true}). Raises a TargetError that says what is wrong with the
         first two; a fence it does not confirm (it says false, has no status route, or its status
         cannot be asked) is not an error but TargetCheck.fence_confirmed False: the status route is
-        optional in §7.4, so a faithful target may have a fence and not say so."""
+        optional in the protocol (docs/target-protocol.md#status), so a faithful target may have a
+        fence and not say so. "A §7.4 target", in what check_target prints, is a target speaking
+        docs/target-protocol.md (the words operators and the tests know)."""
         if self.lookup("galley-check:no-such-operation") is not None:
             raise TargetInvalidResponse("The target claims to hold a key Galley never sends; is this a §7.4 target?")
         found = f"§7.4 target at {self.base_url}: it answers the protocol and accepts GALLEY_TARGET_TOKEN"
@@ -477,7 +480,7 @@ class TargetClient:
 
 class WordPressClient(TargetClient):
     """WordPress with Galley's companion plugin (publishing/clients/wordpress/galley-publishing.php),
-    which speaks §7.4 under /wp-json/galley/v1 and gives WordPress what core lacks: the operation
+    which speaks the target protocol under /wp-json/galley/v1 and gives WordPress what core lacks: the operation
     key reserved atomically, the revision fence, one transaction per write. Application-password
     (Basic) authentication."""
 
@@ -537,7 +540,7 @@ class WordPressClient(TargetClient):
 
 
 def shared_from_settings() -> TargetClient:
-    """The process's one client for the configured target (settings read now): the §7.4
+    """The process's one client for the configured target (settings read now): the protocol's
     reference target, or WordPress with the companion plugin."""
     timeout = float(getattr(settings, "GALLEY_TARGET_TIMEOUT_SECONDS", DEFAULT_TIMEOUT_SECONDS))
     if getattr(settings, "GALLEY_TARGET_KIND", "reference") == "wordpress":

@@ -1,4 +1,4 @@
-"""Every client failure mapped to a failure kind, in one place (invariant 9); workers.policy
+"""Every client failure mapped to a failure kind, in one place (docs/invariants.md#i9); workers.policy
 decides what each kind means (retry, wait, dead letter, conflict)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each makes its network calls with no database transaction open and maps every ta
 failure kind (handlers.failures); the domain's writes go to publishing.actions.publications as
 the Success's finalize, which runs in the fenced finalize transaction: the publication and its
 verification intent commit together with the publish operation's success, or not at all
-(invariant 5).
+(docs/invariants.md#i5).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _account_for_newer(checks: PublishChecks) -> None:
 
 def _approved_revision(claimed: ClaimedOperation, checks: PublishChecks) -> Revision:
     """The revision to send, if its hash is the operation's and an approval of exactly it exists
-    (invariant 3); otherwise a dead letter with the reason."""
+    (docs/invariants.md#i3); otherwise a dead letter with the reason."""
     revision = checks.revision
     if revision.payload_hash != claimed.payload_hash:
         raise OperationFailed(
@@ -209,10 +209,10 @@ def _observe(
 
 
 def handle_verify(claimed: ClaimedOperation) -> Success:
-    """Done means observed (invariant 10): the target's read-back holds the approved payload hash
+    """Done means observed (docs/invariants.md#i10): the target's read-back holds the approved payload hash
     (and, where the target reports what it shows now, shows exactly it: no drift), and the permalink
-    answers with a page that shows the approved title. Only what §7.4 defines is used: no extra
-    markup on the page. What the target shows of a newer revision Galley published ends the
+    answers with a page that shows the approved title. Only what the protocol defines (docs/target-protocol.md) is
+    used: no extra markup on the page. What the target shows of a newer revision Galley published ends the
     verification as superseded, never as a failure."""
     publication = get_publication(claimed.arguments["publish_key"])
     client = target.shared_from_settings()
@@ -240,7 +240,7 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
 def handle_drift_check(claimed: ClaimedOperation) -> Success:
     """The periodic check of a published revision (publishing.tasks.check_drift): does the target
     still show it? A drift ends the operation in conflict, recorded with what the target shows, for an
-    operator (README, "Drift at the target"). Over (superseded) once a newer revision is published."""
+    operator (docs/wordpress.md#drift). Over (superseded) once a newer revision is published."""
     number = revision_number(claimed)
     _account_for_newer(get_publish_checks(claimed.subject_id, number))
     publication = get_publication(publish_key(claimed.subject_id, number))

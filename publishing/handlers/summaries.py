@@ -1,10 +1,10 @@
 """The `summary_step` handler: one step of a summary run (outline → draft → headline → quality gate).
 
 Each step is an operation `summary:<brief>:run-<n>:<step>` with the previous step's operation as
-a durable prerequisite (invariant 7). A step whose artifact is already stored makes no provider
+a durable prerequisite (docs/invariants.md#i7). A step whose artifact is already stored makes no provider
 call; otherwise the provider is asked with no transaction open, and the proposal goes to
 publishing.actions.summaries.do_finish_summary_step in the fenced finalize, where the stored
-winner (not the proposal) decides what follows (invariant 6).
+winner (not the proposal) decides what follows (docs/invariants.md#i6).
 """
 
 from __future__ import annotations

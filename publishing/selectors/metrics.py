@@ -21,7 +21,7 @@ from publishing.sql import AI_TOKENS_SQL, rows_by_name
 
 def _approval_to_published() -> ExpressionWrapper:
     """From the revision's first approval (the one that wrote the publish intent) to the read-back
-    that showed it published (`verified_at`, invariant 10)."""
+    that showed it published (`verified_at`, docs/invariants.md#i10)."""
     first_approval = (
         Approval.objects.filter(revision=OuterRef("revision"), decision=Approval.Decision.APPROVED)
         .order_by("created_at", "id")

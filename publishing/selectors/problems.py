@@ -192,7 +192,7 @@ def _publishable_as_next_revision(
 ) -> tuple[int | None, str]:
     """Whether the approved content of a publish the target's fence refused (a stale revision) can be
     written again as the brief's next revision, which the fence accepts once it is above the one the
-    target holds; the new revision needs its own approval (invariant 3). Otherwise, why not.
+    target holds; the new revision needs its own approval (docs/invariants.md#i3). Otherwise, why not.
 
     Galley numbers a brief's revisions 1, 2, 3… with no gap, so the next one is the latest + 1: it is
     offered only when that is above the target's revision, and only while the refused revision is the
@@ -224,7 +224,7 @@ def _publishable_as_next_revision(
 
 def _adoptable(operation: Operation, brief: Brief, held: HeldRevision | None) -> tuple[Revision | None, str]:
     """The approved revision the target holds, if adopting it publishes nothing unapproved and
-    nothing older than what is published (invariants 3, 4); otherwise why not."""
+    nothing older than what is published (docs/invariants.md#i3, #i4); otherwise why not."""
     if operation.status not in PROBLEM_OPEN:
         return None, "The operation is not waiting for an operator."
     if held is None:

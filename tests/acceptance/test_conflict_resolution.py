@@ -1,5 +1,5 @@
 """Every conflict kind brought to a final, audited state by an operator in the Django admin, in a
-real browser (PRODUCT.md §7.2): a key conflict, a stale revision at the target, a verification
+real browser (docs/operations.md#settling-problems): a key conflict, a stale revision at the target, a verification
 mismatch and a dead letter. The operator sees Galley's intent beside what the target holds; each
 action ends the situation and leaves the brief in a state the editors' pages explain.
 

@@ -1,4 +1,4 @@
-"""Nothing lost (PRODUCT.md invariant 12): real processes die at named crash points, a fresh one finishes.
+"""Nothing lost (docs/invariants.md#i12): real processes die at named crash points, a fresh one finishes.
 
 Each test writes a brief and a revision through the real actions, approves it (the approval and
 its publish operation commit together), and runs a real worker process that dies at one point:

@@ -19,7 +19,8 @@ FENCE_WARNING = "the target does not confirm a revision fence"
 
 @pytest.fixture
 def target_url(request, tmp_path) -> Iterator[str]:
-    """The reference target program with its fence on or off, or a §7.4 target with no status route."""
+    """The reference target program with its fence on or off, or a protocol target with no status
+    route (docs/target-protocol.md#status)."""
     if request.param == "no-status-route":
         with target_without_a_status_route() as url:
             yield url

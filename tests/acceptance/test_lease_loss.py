@@ -1,4 +1,4 @@
-"""Atomic claim, lease, fencing (PRODUCT.md invariant 8) with real processes: a paused worker loses its lease.
+"""Atomic claim, lease, fencing (docs/invariants.md#i8) with real processes: a paused worker loses its lease.
 
 Worker A claims the publish operation and sends it; the target holds the request (latency) and
 A is frozen with SIGSTOP in the middle of the call. A's lease expires on the database clock;

@@ -1,4 +1,4 @@
-"""A brief's row lock held by another session while a real worker publishes (PRODUCT.md invariants 8, 9, 13).
+"""A brief's row lock held by another session while a real worker publishes (docs/invariants.md#i8, #i9, #i13).
 
 The deterministic reproduction of a published revision turned dead letter: a second PostgreSQL session
 (as a `psql` would: no bound of Galley's on it) holds the brief's row lock for several leases while one

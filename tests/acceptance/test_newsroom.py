@@ -66,7 +66,7 @@ class Newsroom:
 
 def add_approver_b(galley: RunningGalley) -> None:
     """A second approver, with an email address: written with manage.py into the running stack's
-    database, which any manage.py command reaches while `make run` runs (README)."""
+    database, which any manage.py command reaches while `make run` runs (README.md#two-commands)."""
     script = (
         "from django.contrib.auth.models import Group, User\n"
         f"bea = User.objects.create_user({APPROVER_B!r}, email={APPROVER_B_EMAIL!r}, password={PASSWORD!r})\n"

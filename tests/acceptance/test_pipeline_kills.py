@@ -1,4 +1,4 @@
-"""The AI summary pipeline under real kills and real provider faults (PRODUCT.md invariants 5-7, 9, 12).
+"""The AI summary pipeline under real kills and real provider faults (docs/invariants.md#i5 to #i7, #i9, #i12).
 
 Real processes only on the worker side: `manage.py run_worker` children against the test
 database, and the fake OpenAI-compatible server (`python -m tests.fake_openai`) as its own

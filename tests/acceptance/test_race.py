@@ -1,4 +1,4 @@
-"""Exactly once and no regression under load, faults and kill -9 (PRODUCT.md invariants 4, 8, 9, 12).
+"""Exactly once and no regression under load, faults and kill -9 (docs/invariants.md#i4, #i8, #i9, #i12).
 
 Real processes: the reference target with injected faults (429, 503, 500, commit-then-hang,
 commit-then-drop), `manage.py simulate` approving revisions of hundreds of briefs while four

@@ -1,6 +1,6 @@
-"""Atomic claim, lease, fencing (PRODUCT.md invariant 8) across hosts: a worker host cut off from
-PostgreSQL past its lease writes nothing once the link heals (invariant 4's "worker that lost its lease
-while partitioned away"), and the target holds one application (invariant 12's "no duplicate external
+"""Atomic claim, lease, fencing (docs/invariants.md#i8) across hosts: a worker host cut off from
+PostgreSQL past its lease writes nothing once the link heals (docs/invariants.md#i4: "worker that lost its lease
+while partitioned away"), and the target holds one application (docs/invariants.md#i12: "no duplicate external
 effect").
 
 Two worker hosts, each a network namespace joined to this machine (the database host: PostgreSQL

@@ -1,4 +1,4 @@
-"""Invariant 3, revision-bound approval, and invariant 13, audit (PRODUCT.md §4).
+"""docs/invariants.md#i3, revision-bound approval, and docs/invariants.md#i13, audit.
 
 An approval is a decision on exactly one revision and the payload hash the approver reviewed;
 the database refuses any other hash, any change to a decision, and self-approval. Setup goes

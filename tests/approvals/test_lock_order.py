@@ -1,4 +1,4 @@
-"""Invariant 5, atomic continuation, under concurrency: the lock order of README "Lock order".
+"""docs/invariants.md#i5, atomic continuation, under concurrency: the lock order of docs/architecture.md#lock-order.
 
 A second approval, an editor's revision and a worker's publish finalize all write around the same
 brief. Each test runs them on real, separate connections and forces the interleavings that used

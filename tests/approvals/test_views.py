@@ -32,7 +32,7 @@ def test_permission_matrix__each_role_each_action(role, action, decision, users,
     path = decide_url(brief, 1)
     outcome = {
         "editor": NOT_APPROVER,
-        # Approving also writes the publish operation in the same transaction (invariant 5).
+        # Approving also writes the publish operation in the same transaction (docs/invariants.md#i5).
         "approver": Outcome(
             302,
             location=revision.get_absolute_url(),

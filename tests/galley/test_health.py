@@ -1,4 +1,5 @@
-"""/healthz and /readyz in-process, the security headers on a page, and the README's manage.py promise."""
+"""/healthz and /readyz in-process, the security headers on a page, and the manage.py promise of
+README.md#two-commands."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def test_templates__no_inline_script():
 
 
 def test_manage_py__reaches_the_make_run_database_with_no_environment():
-    """README: while `make run` runs, `.venv/bin/python manage.py shell` reaches its database as it is:
+    """README.md#two-commands: while `make run` runs, `.venv/bin/python manage.py shell` reaches its database as it is:
     no DATABASE_URL, no SECRET_KEY, no DEBUG (the embedded server's socket and the development key are
     found under var/)."""
     var = Path(tempfile.mkdtemp(prefix="galley-var-"))  # PostgreSQL's own user must enter it

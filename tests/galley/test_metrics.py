@@ -122,7 +122,7 @@ def test_metrics__dead_letter__attempt_counted_by_failure_kind_and_operator_need
 
 @pytest.mark.django_db(transaction=True)
 def test_metrics__queue_time__each_claim_measured_from_due_to_claim(target, brief, revise, approver, operator):
-    """§7.6 queue time: a publish due for over a second before a worker came is counted in the
+    """Queue time (docs/operations.md#metrics): a publish due for over a second before a worker came is counted in the
     histogram as at least that long (a lower bound: a slow machine only makes it longer)."""
     client = client_for(operator)
     before = samples(client.get(METRICS))
@@ -145,7 +145,8 @@ def test_metrics__queue_time__each_claim_measured_from_due_to_claim(target, brie
 
 @pytest.mark.django_db(transaction=True)
 def test_metrics__summary_run__ai_tokens_by_step_model_and_kind(editor, operator):
-    """§7.6 AI tokens: what each summary step's attempts recorded, summed per step, model and kind."""
+    """AI tokens (docs/operations.md#metrics): what each summary step's attempts recorded, summed per
+    step, model and kind."""
     brief = check_create_brief(title="Harbour strike", source_material=SOURCE, acting_user=editor)
     drain(worker_id="w-tokens", kinds=[SUMMARY_STEP], time_budget=60, idle_wait=0.5)
     assert brief.revisions.count() == 1  # the run went through: every step stored its artifact

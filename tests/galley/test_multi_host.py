@@ -1,10 +1,10 @@
-"""A multi-host deployment (issue 12 item 4, README "Deploying on several hosts"): one PostgreSQL, one web
+"""A multi-host deployment (issue 12 item 4, docs/operations.md#several-hosts): one PostgreSQL, one web
 process, and two worker hosts each running `manage.py qcluster`; publications spread across both hosts.
 
 This machine plays the database host (PostgreSQL, the reference target) and the web host (gunicorn, as
 `make serve` runs it). Each worker host is a network namespace with a hostname of its own (so its
 worker ids, hostname:pid, say which host did the work), reaching PostgreSQL and the target over its
-links (tests/netns.py), configured only through the environment the README lists. Approvers approve
+links (tests/netns.py), configured only through the environment docs/configuration.md lists. Approvers approve
 through the web process's decision form; its commits ring the doorbell, and both hosts' clusters
 claim from the same tables. Every publication is applied once, verified once, and both hosts did some.
 """

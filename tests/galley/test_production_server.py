@@ -1,6 +1,6 @@
 """The production web server (issue 12 item 3): `make serve` runs gunicorn with whitenoise, DEBUG off.
 
-One real server, started as the README says, against a PostgreSQL of the test's own (so the test can
+One real server, started as docs/operations.md#production says, against a PostgreSQL of the test's own (so the test can
 stop it): /readyz says whether the database answers and holds this code's migrations; static files
 come from whitenoise under hashed names with far-future cache headers; every page carries the
 security headers; the database going away turns /readyz to 503 (while /healthz stays 200), and its
@@ -69,8 +69,9 @@ def postgres() -> Iterator[Postgres]:
 
 
 def make_serve(env: dict[str, str], log: Path) -> subprocess.Popen[str]:
-    """`make serve`, as the README says, in its own process group. `-o` keeps make from reinstalling the
-    virtualenv when pyproject.toml is newer than its stamp: this test runs in that virtualenv already."""
+    """`make serve`, as docs/operations.md#production says, in its own process group. `-o` keeps make from
+    reinstalling the virtualenv when pyproject.toml is newer than its stamp: this test runs in that
+    virtualenv already."""
     with open(log, "a") as out:
         return subprocess.Popen(
             ["make", "--no-print-directory", "-o", ".venv/.installed", "serve"],

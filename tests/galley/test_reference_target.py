@@ -1,4 +1,4 @@
-"""The reference target (PRODUCT.md §7.4) served for real on a free port, driven through TargetClient.
+"""The reference target (docs/target-protocol.md) served for real on a free port, driven through TargetClient.
 
 The ledger (/_ledger) is the target's record of first applications: every test that
 retries, replays or fails counts it, because "applied exactly once" is what Galley relies on.
@@ -113,7 +113,7 @@ def raw_post(target: ReferenceTarget, body: object, **headers: str) -> httpx.Res
     )
 
 
-# --- applications, replays and conflicts (invariants 1, 2, 4) -------------------------------
+# --- applications, replays and conflicts (docs/invariants.md#i1, #i2, #i4) ------------------
 
 
 def test_publish__first_application__201_and_one_ledger_row(target, client):
@@ -195,7 +195,7 @@ def test_publish__storage_survives_restart__replay_after_restart(start_target):
     assert len(ledger(second_run)) == 1
 
 
-# --- look-up, read-back, permalink (invariant 10) -------------------------------------------
+# --- look-up, read-back, permalink (docs/invariants.md#i10) ---------------------------------
 
 
 def test_lookup__by_key__receipt_or_none(client):
@@ -227,7 +227,8 @@ def test_permalink__invariant10_page_escapes_markup_and_shows_only_the_article(t
     assert "<script>" not in page.text and "<b>" not in page.text
     assert "&lt;script&gt;alert(&#x27;t&#x27;)&lt;/script&gt;" in page.text
     assert "Bold &lt;b&gt;claims&lt;/b&gt; &amp; &quot;quotes&quot;" in page.text
-    # §7.4 defines no markup beyond the article; the page carries none Galley could come to rely on.
+    # The protocol defines no markup beyond the article (docs/target-protocol.md#permalink); the page
+    # carries none Galley could come to rely on.
     assert '<meta name="galley' not in page.text and payload_hash(payload) not in page.text
 
 
@@ -236,7 +237,7 @@ def test_permalink__unknown__404(target, client):
         client.fetch_permalink(f"{target.url}/articles/pub-doesnotexist")
 
 
-# --- refusals (invariant 9: terminal failures apply nothing) ---------------------------------
+# --- refusals (docs/invariants.md#i9: terminal failures apply nothing) -----------------------
 
 
 def test_auth__missing_401__wrong_403(target):
@@ -317,7 +318,7 @@ def test_publish__hash_not_of_payload__rejected_and_nothing_applied(target, clie
     assert ledger(target) == []
 
 
-# --- concurrency and faults (invariants 8, 9, 12) --------------------------------------------
+# --- concurrency and faults (docs/invariants.md#i8, #i9, #i12) -------------------------------
 
 
 def test_publish__two_concurrent_same_key__one_201_other_409_or_replay_ledger_one(start_target):

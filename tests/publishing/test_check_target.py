@@ -1,6 +1,6 @@
 """`manage.py check_target` against a real reference target: it says what it found, or exactly
 what is wrong, and exits non-zero then. A target that does not confirm a revision fence passes
-with a warning: Galley cannot stop a late packet alone (README, "What Galley cannot stop alone")."""
+with a warning: Galley cannot stop a late packet alone (docs/operations.md#late-packet)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_check_target__fence_switched_off_on_a_running_target__status_says_so(ta
 
 @contextlib.contextmanager
 def target_without_a_status_route(*, status_drops: bool = False) -> Iterator[str]:
-    """A §7.4 target holding nothing and defining no GET /v1/status: every GET answers 404 not_found.
+    """A protocol target holding nothing and defining no GET /v1/status: every GET answers 404 not_found.
     With `status_drops`, GET /v1/status closes the connection without an answer instead."""
 
     class Handler(BaseHTTPRequestHandler):
@@ -93,7 +93,7 @@ def target_without_a_status_route(*, status_drops: bool = False) -> Iterator[str
 
 
 def test_check_target__target_without_a_status_route__passes_with_a_warning(settings):
-    # A faithful §7.4 target need not answer GET /v1/status (the protocol does not define it).
+    # A faithful target need not answer GET /v1/status (docs/target-protocol.md#status: optional).
     settings.GALLEY_TARGET_KIND = "reference"
     settings.GALLEY_TARGET_TOKEN = TOKEN
     with target_without_a_status_route() as url:

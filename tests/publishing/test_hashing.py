@@ -1,4 +1,4 @@
-"""Invariant: a revision's payload_hash is sha256 of canonical JSON (PRODUCT.md §3).
+"""Invariant: a revision's payload_hash is sha256 of canonical JSON (docs/architecture.md#payload-hash).
 
 Canonical JSON: keys sorted at every level, no insignificant whitespace, UTF-8 (no \\u
 escapes), NaN and Infinity refused. Pure functions: no database.

@@ -227,7 +227,7 @@ def test_revision_bound_approval__publish_as_next_revision__new_revision_needs_i
     event = AuditEvent.objects.get(event_type="publication.republished_as_next_revision")
     assert (event.actor, event.subject_id, event.new_state["revision"]) == (operator, brief.public_id, 2)
     assert delivery.fresh(brief).status == "in_review"
-    # Invariant 3: revision 1's approval does not count for revision 2, though the content is the same.
+    # docs/invariants.md#i3: revision 1's approval does not count for revision 2, though the content is the same.
     assert run_worker() == {}
     assert applied(target) == [(f"elsewhere:{brief.public_id}", 1, payload_hash(OTHER_PAYLOAD))]
     assert_not_published(brief)

@@ -1,4 +1,5 @@
-"""Invariants of briefs and revisions (PRODUCT.md §3 identities, §4.13 audit, §7.1 edit conflicts).
+"""Invariants of briefs and revisions (identities: docs/architecture.md#identities; audit: docs/invariants.md#i13;
+edit conflicts: docs/editorial.md#diffs).
 
 A revision is (brief, number), numbered 1, 2, 3… per brief, immutable once written, with
 payload_hash = payload_hash(payload). Setup goes through the real actions; refusals are called
@@ -455,7 +456,7 @@ def test_audit__brief_created__event_with_actor_and_state(editor):
     assert created.actor == editor
     assert created.old_state is None
     assert created.new_state == {"title": "Ferry timetable", "status": "drafting"}
-    # The summary pipeline's first step is written in the same transaction (invariant 5).
+    # The summary pipeline's first step is written in the same transaction (docs/invariants.md#i5).
     assert (started.event_type, started.actor, started.new_state["run"]) == ("summary.started", None, 1)
 
 
@@ -502,7 +503,7 @@ def test_audit__every_write_has_exactly_one_event(editor):
     ]
 
 
-# --- invariant 4: the database keeps the published revision from going back -------------------------
+# --- docs/invariants.md#i4: the database keeps the published revision from going back ---------------
 # Every product path advances it with a guarded update first, so only a write that goes around the
 # application reaches the trigger: raw SQL and the ORM's update().
 

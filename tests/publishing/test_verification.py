@@ -1,4 +1,4 @@
-"""Invariant 10's page check: the permalink's text must show the approved title, up to the
+"""The page check of docs/invariants.md#i10: the permalink's text must show the approved title, up to the
 typography a CMS applies, and nothing else counts."""
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ ACTIONS = {
         "/briefs/new/",
         {"title": "Ferry timetable", "source_material": "Winter schedule."},
         {
-            # brief.created + summary.started, and the pipeline's first step (invariant 5).
+            # brief.created + summary.started, and the pipeline's first step (docs/invariants.md#i5).
             "editor": Outcome(302, location="{new_brief}", writes={"Brief": 1, "AuditEvent": 2, "Operation": 1}),
             "approver": NOT_EDITOR_CREATE,
             "operator": NOT_EDITOR_CREATE,

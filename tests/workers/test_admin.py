@@ -1,7 +1,7 @@
-"""Operators' actions in Django admin (PRODUCT.md §7.2), through the test client: retry now,
+"""Operators' actions in Django admin (docs/operations.md#admin), through the test client: retry now,
 reconcile with the target, cancel with a reason, mark a key conflict resolved.
 
-Each action is audited with its actor (invariant 13), idempotent (a second run writes no new
+Each action is audited with its actor (docs/invariants.md#i13), idempotent (a second run writes no new
 audit record), and refused to anyone without the operate permission, staff or not.
 """
 

@@ -1,4 +1,4 @@
-"""Invariant 13, audit (PRODUCT.md §4): the audit log is append-only and commits with the change.
+"""docs/invariants.md#i13, audit: the audit log is append-only and commits with the change.
 
 The database refuses UPDATE and DELETE of an audit row, whoever sends it; record_audit_event
 joins the caller's transaction, so an event exists exactly when the change it records does.

@@ -1,4 +1,4 @@
-"""Nothing lost (PRODUCT.md invariant 12) when PostgreSQL restarts under the workers.
+"""Nothing lost (docs/invariants.md#i12) when PostgreSQL restarts under the workers.
 
 A worker rides out a restart or failover of the database: it reconnects with backoff and never
 exits. An attempt the outage cut short writes nothing more (what it was writing rolled back with

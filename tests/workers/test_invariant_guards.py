@@ -1,4 +1,4 @@
-"""Invariant 8's database clock, with a worker whose clock is not the database's: at the claim, a process
+"""The database clock of docs/invariants.md#i8, with a worker whose clock is not the database's: at the claim, a process
 started under Debian's libfaketime (`make faketime`), so that every clock it reads (time.time, datetime,
 Django's timezone.now) is 30 minutes off while PostgreSQL keeps the real time; at a failed attempt's
 deadline check, the clock Django's code reads moved in this process."""
@@ -68,7 +68,7 @@ def test_invariant_8__claim_by_a_worker_30_minutes_off__lease_ends_lease_seconds
     assert LEASE_SECONDS - SLACK_SECONDS <= measured["lease_remaining"] <= LEASE_SECONDS, measured
 
 
-# The deadline (invariant 9's bound) is the database's too: whether a retry would still come before it
+# The deadline (the bound of docs/invariants.md#i9) is the database's too: whether a retry would still come before it
 # is decided on the database clock, whatever the clock of the worker whose attempt failed.
 @pytest.mark.django_db
 @pytest.mark.parametrize(

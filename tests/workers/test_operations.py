@@ -67,7 +67,7 @@ def handlers(monkeypatch):
     return register
 
 
-# --- invariant 1 and 2: operation identity, loud key conflicts ---------------------------------
+# --- docs/invariants.md#i1 and #i2: operation identity, loud key conflicts ---------------------
 
 
 @pytest.mark.django_db
@@ -118,7 +118,7 @@ def test_subject_version__enqueued_stored_and_claimed_with_the_operation():
     assert claimed["publish:brief-001:revision-3"].arguments == {"revision": 3}
 
 
-# --- invariant 8: atomic claim, lease, fencing ------------------------------------------------------
+# --- docs/invariants.md#i8: atomic claim, lease, fencing --------------------------------------------
 
 
 @pytest.mark.django_db(transaction=True)
@@ -248,7 +248,7 @@ def test_needs_operator__the_loaded_rows_property_is_the_querysets_definition(st
     )
 
 
-# --- invariant 7: durable dependencies ------------------------------------------------------------------
+# --- docs/invariants.md#i7: durable dependencies --------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -293,7 +293,7 @@ def test_durable_dependencies__completion_edge_releases_after_prerequisite_dies(
     assert [j.key for j in claim()] == ["publish:2"]
 
 
-# --- invariant 9: retry by failure kind ----------------------------------------------------------------
+# --- docs/invariants.md#i9: retry by failure kind ------------------------------------------------------
 
 
 def _db_seconds_until(key: str) -> float:
@@ -391,7 +391,7 @@ def test_retry_by_failure_kind__total_time_bounded_by_deadline():
     assert "deadline" in operation.last_error_message
 
 
-# --- invariant 12: the reconciler ---------------------------------------------------------------------
+# --- docs/invariants.md#i12: the reconciler -----------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -466,7 +466,7 @@ def test_nothing_lost__reconciler__lease_lost_after_the_effect_was_recorded__ret
     assert retry.ambiguous
 
 
-# --- invariant 11: retention --------------------------------------------------------------------------
+# --- docs/invariants.md#i11: retention ----------------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -489,7 +489,7 @@ def test_key_retention__purge_keeps_unfinished_and_recent_operations():
     assert Attempt.objects.count() == 2
 
 
-# --- invariant 13: audited, idempotent operator actions --------------------------------------------------
+# --- docs/invariants.md#i13: audited, idempotent operator actions ----------------------------------------
 
 
 @pytest.mark.django_db
@@ -642,7 +642,7 @@ def test_operation_transitions__database_allows_exactly_the_moves_of_the_table(o
     assert Operation.objects.get(id=operation.id).status == (new if moved else old)
 
 
-# --- invariant 8: claims skip what they must not take, and leases run on the database clock ------------
+# --- docs/invariants.md#i8: claims skip what they must not take, and leases run on the database clock ---
 
 
 @pytest.mark.django_db

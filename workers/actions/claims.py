@@ -1,8 +1,8 @@
-"""Claims and the fenced transitions of a claimed operation (invariant 8).
+"""Claims and the fenced transitions of a claimed operation (docs/invariants.md#i8).
 
 A claim is one statement (`FOR UPDATE SKIP LOCKED` + `UPDATE … RETURNING`, with the attempt row).
 Every write a worker makes after it names operation id, lease owner and fencing token
-(workers.sql.FENCE_SQL, `fenced_update`; STYLE.md 7): zero rows updated means the lease was lost,
+(workers.sql.FENCE_SQL, `fenced_update`; docs/architecture.md#fencing): zero rows updated means the lease was lost,
 and the worker raises LeaseLost and writes nothing else but its own attempt row
 (`record_lease_lost`). The hot path is raw SQL (workers.sql) in as few round trips as the
 invariants allow: the claim one statement, a success one statement after the domain's finalize,
@@ -193,7 +193,7 @@ def complete_operation(claimed: ClaimedOperation, success: Success, *, started: 
 def _finalize(claimed: ClaimedOperation, success: Success, *, started: float) -> None:
     """The domain's finalize and the fenced success, in one transaction.
 
-    Lock order (README, "Lock order"): the finalize takes the domain's locks first (a publish or
+    Lock order (docs/architecture.md#lock-order): the finalize takes the domain's locks first (a publish or
     verify locks its brief), and the fenced update locks this operation's row last, so a worker
     never holds its operation while it waits for a brief. A worker that loses its lease meanwhile
     fails the fenced update, which rolls the finalize back.

@@ -43,7 +43,7 @@ def enqueue_operation(
     after: Iterable[tuple[Operation | int, str]] = (),
     max_attempts: int | None = None,
 ) -> Enqueued:
-    """Record the intent `key` in the caller's transaction, idempotently (invariants 1, 2, 5).
+    """Record the intent `key` in the caller's transaction, idempotently (docs/invariants.md#i1, #i2, #i5).
 
     Canonical-first: insert, or read the operation that already holds the key. The same key
     with the same payload hash returns the existing operation (created False). With another
@@ -114,7 +114,7 @@ def enqueue_operation(
 
 
 def add_dependency(operation: Operation, *, prerequisite: Operation, requires: str) -> None:
-    """A durable happens-before edge (invariant 7); idempotent."""
+    """A durable happens-before edge (docs/invariants.md#i7); idempotent."""
     params = {"operation_id": operation.id, "prerequisite_id": prerequisite.id, "requires": str(requires)}
     execute_prepared(ADD_DEPENDENCY_SQL, params).close()
 

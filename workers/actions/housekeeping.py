@@ -1,4 +1,5 @@
-"""Housekeeping: the reconciler of expired leases (invariant 12) and the retention purge (invariant 11)."""
+"""Housekeeping: the reconciler of expired leases (docs/invariants.md#i12) and the retention purge
+(docs/invariants.md#i11)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def reconcile_expired_leases() -> dict[str, int]:
 @transaction.atomic(durable=True)
 def purge_finished_operations(*, older_than_days: int | None = None) -> int:
     """Delete finished operations, with their attempts and dependency edges, older than the
-    retention period (invariant 11).
+    retention period (docs/invariants.md#i11).
 
     Never touches an unfinished operation, one an unfinished operation depends on, or one
     with a key conflict (kept for the operators' record).

@@ -1,7 +1,7 @@
 <?php
 /**
  * Plugin Name: Galley Publishing
- * Description: Galley's target protocol (PRODUCT.md §7.4) inside WordPress's REST API: each operation key is applied at most once, revisions are fenced, every write is one database transaction.
+ * Description: Galley's target protocol (docs/target-protocol.md) inside WordPress's REST API: each operation key is applied at most once, revisions are fenced, every write is one database transaction.
  * Version:     2
  * Requires PHP: 7.4
  * License:     GPL-2.0-or-later (it runs inside WordPress)
@@ -22,14 +22,14 @@
  *     (or another brief or revision) answers 422 {"error":"idempotency_mismatch"} and changes
  *     nothing. Keys are compared byte for byte (binary, no-pad collation). A duplicate that
  *     arrives while its key is being applied waits for that transaction and then answers 200 (it
- *     never needs §7.4's 409 in_progress).
+ *     never needs the protocol's 409 in_progress, docs/target-protocol.md#publish).
  *  2. One brief is one post. The first revision of a brief creates a published post; every newer
  *     revision updates that same post (its slug, hence its permalink, stays). Galley's identity
  *     is kept on the post as meta: galley_brief_id, galley_revision, galley_payload_hash,
  *     galley_operation_key (visible in the core REST API, read-only there).
  *  3. Revision fence. A revision not above the brief's stored revision answers
  *     409 {"error":"stale_revision","current_revision":M} and changes nothing, so a request
- *     delayed in the network can never replace a newer revision (PRODUCT.md §4, invariant 4).
+ *     delayed in the network can never replace a newer revision (docs/invariants.md#i4).
  *  4. All or nothing. The post write, its meta, the publication row and the brief row are one
  *     InnoDB transaction (autocommit off, START TRANSACTION ... COMMIT). Any error, including a
  *     database error WordPress itself swallowed during wp_insert_post, rolls everything back and

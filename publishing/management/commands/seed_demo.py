@@ -14,7 +14,7 @@ from django.db import transaction
 from publishing.roles import Role, ensure_role_groups
 
 # (username, role, staff): the Django admin at /admin/ lets in staff accounts only, so the demo operator,
-# whose work is there, is staff; the others are not (README, "Two commands").
+# whose work is there, is staff; the others are not (docs/operations.md#admin).
 DEMO_USERS = [
     ("editor", Role.EDITOR, False),
     ("approver", Role.APPROVER, False),

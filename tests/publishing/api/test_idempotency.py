@@ -1,4 +1,4 @@
-"""Idempotency-Key on the API's POSTs (PRODUCT.md §7.3): the same key and body replays the stored
+"""Idempotency-Key on the API's POSTs (docs/api.md): the same key and body replays the stored
 response; the same key with another body is 422; a request in flight with that key is 409; keys
 are per user, kept for GALLEY_RETENTION_DAYS, and recorded in the write's own transaction."""
 

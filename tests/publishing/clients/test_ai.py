@@ -1,8 +1,8 @@
-"""AI providers (PRODUCT.md §7.5): OpenAIProvider against httpx.MockTransport and against the local
+"""AI providers (docs/configuration.md#ai-provider): OpenAIProvider against httpx.MockTransport and against the local
 fake server (tests/fake_openai.py) over real HTTP, OfflineProvider, and provider_from_settings.
 
-The exception a status maps to decides the failure kind and so the retry policy (invariant 9);
-these tests pin that mapping. No test reaches the internet (STYLE.md rule 11).
+The exception a status maps to decides the failure kind and so the retry policy (docs/invariants.md#i9);
+these tests pin that mapping. No test reaches the internet (docs/testing.md#layers).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""TargetClient against httpx.MockTransport: every status of PRODUCT.md §7.4 maps to the exception
-that tells the worker what to do next (invariant 9), and the operation key travels as the
-Idempotency-Key (invariant 1)."""
+"""TargetClient against httpx.MockTransport: every status of docs/target-protocol.md maps to the exception
+that tells the worker what to do next (docs/invariants.md#i9), and the operation key travels as the
+Idempotency-Key (docs/invariants.md#i1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The clients' guard of invariant 8 (publishing.clients.http.refuse_in_transaction): a call to the
+"""The clients' guard of docs/invariants.md#i8 (publishing.clients.http.refuse_in_transaction): a call to the
 target or the AI provider with a database transaction open on its thread is refused before anything
 leaves, whichever way the transaction was opened; the services, real ones on local ports, see nothing."""
 

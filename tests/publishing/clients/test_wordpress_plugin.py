@@ -136,7 +136,7 @@ def page_text(html: str) -> str:
     return " ".join(" ".join(parser.parts).split())
 
 
-# --- invariant 1: operation identity -----------------------------------------------------------
+# --- docs/invariants.md#i1: operation identity -------------------------------------------------
 
 
 def test_operation_identity__first_publish__201_one_post_with_exact_text(wordpress, api):
@@ -198,7 +198,7 @@ def test_operation_identity__concurrent_duplicates__one_post(wordpress):
     assert len(galley_posts(wordpress, brief)) == 1
 
 
-# --- invariant 2: key conflict is loud -----------------------------------------------------------
+# --- docs/invariants.md#i2: key conflict is loud -------------------------------------------------
 
 
 def test_key_conflict_is_loud__same_key_other_hash__422(wordpress, api):
@@ -217,7 +217,7 @@ def test_key_conflict_is_loud__same_key_other_hash__422(wordpress, api):
     assert publication_rows(wordpress, brief_id=brief) == 1
 
 
-# --- invariant 4: no regression (the revision fence) ---------------------------------------------
+# --- docs/invariants.md#i4: no regression (the revision fence) -----------------------------------
 
 
 def test_no_regression__older_revision__refused_naming_current(wordpress, api):
@@ -270,7 +270,7 @@ def test_no_regression__concurrent_revisions__newest_wins(wordpress, api):
     assert (post["title"]["raw"], post["content"]["raw"]) == ("Revision 8", "Text 8.")
 
 
-# --- one brief is one post (§7.7) ---------------------------------------------------------------
+# --- one brief is one post (docs/wordpress.md) ---------------------------------------------------
 
 
 def test_one_brief_one_post__newer_revision_updates_same_post_permalink_stable(wordpress, api):
@@ -301,7 +301,7 @@ def test_one_brief_one_post__newer_revision_updates_same_post_permalink_stable(w
     assert missing.json()["error"] == "not_found"
 
 
-# --- invariant 5: one transaction, all or nothing -----------------------------------------------
+# --- docs/invariants.md#i5: one transaction, all or nothing -------------------------------------
 
 
 def test_atomic_write__failure_after_post_insert__500_no_post_no_publication(wordpress, api):
@@ -441,7 +441,7 @@ def test_payload_hash__python_canonical_json_accepted__text_round_trips(wordpres
     assert (post["title"]["raw"], post["content"]["raw"]) == (f"Title: {text}", f"Body: {text}")
 
 
-# --- look-ups and invariant 10: done means observed ----------------------------------------------
+# --- look-ups and docs/invariants.md#i10: done means observed ------------------------------------
 
 
 def test_lookup_by_key__found_and_not_found(wordpress, api):

@@ -1,4 +1,4 @@
-"""Invariant 8's "no database transaction is held open across a network call", asserted at every call
+"""docs/invariants.md#i8: "no database transaction is held open across a network call", asserted at every call
 a worker makes to a target or the AI provider: the real handlers, drained by the real worker, against
 the reference target, a real WordPress, the offline provider and an OpenAI-compatible server
 (tests/fake_openai.py).

@@ -1,7 +1,7 @@
-"""Invariant 3 on the worker's own path: publish intents drained by the real worker against the real
+"""docs/invariants.md#i3 on the worker's own path: publish intents drained by the real worker against the real
 reference target (tests/reference_target.py).
 
-Invariant 3 has two spellings: the decision form's (approvals.selectors.get_valid_approval) and the
+docs/invariants.md#i3 has two spellings: the decision form's (approvals.selectors.get_valid_approval) and the
 worker's (publishing.selectors.publish_checks.PUBLISH_CHECKS_SQL). These tests hold the worker's to the rule: an
 intent the approval path never wrote (a racing or buggy path, an operator's slip) is refused by the
 worker itself, and the two spellings agree on every kind of decision.

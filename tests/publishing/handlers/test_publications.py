@@ -1,6 +1,6 @@
 """Exactly-once publishing end to end: approval → publish operation → the real reference target
 (in a thread, real HTTP) → publication → read-back verification. Test names say which
-invariant of PRODUCT.md §4 they guard.
+invariant of docs/invariants.md they guard.
 
 Every test asserts on Galley's tables and on the target's ledger (its record of first
 applications): "applied exactly once" is a fact about the target, not about Galley's rows.
@@ -147,7 +147,7 @@ def assert_not_published(brief: Brief) -> None:
     assert not AuditEvent.objects.filter(event_type="publication.verified").exists()
 
 
-# --- the happy path (invariants 5 and 10) -----------------------------------------------------------
+# --- the happy path (docs/invariants.md#i5 and #i10) ------------------------------------------------
 
 
 def test_done_means_observed__approve_then_drain__applied_once_verified_and_published(target, brief, revise, approver):
@@ -199,7 +199,7 @@ def test_operation_identity__two_approvers_same_revision__one_operation_one_appl
     assert_published(brief, revision)
 
 
-# --- invariant 5: a publication commits with its verification intent -------------------------------
+# --- docs/invariants.md#i5: a publication commits with its verification intent ---------------------
 
 
 def test_atomic_continuation__publish_success__publication_and_verify_intent_in_one_commit(
@@ -218,7 +218,7 @@ def test_atomic_continuation__publish_success__publication_and_verify_intent_in_
     assert Dependency.objects.filter(
         operation=verify, prerequisite=publish_op(revision), requires=Dependency.Requires.SUCCESS
     ).exists()
-    assert fresh(brief).published_revision_number is None  # sent is not done (invariant 10)
+    assert fresh(brief).published_revision_number is None  # sent is not done (docs/invariants.md#i10)
 
 
 def test_atomic_continuation__finalize_fails__publication_rolled_back_and_retry_replays_once(
@@ -257,7 +257,7 @@ def test_atomic_continuation__finalize_fails__publication_rolled_back_and_retry_
     assert_published(brief, revision)
 
 
-# --- invariant 3: revision-bound approval ---------------------------------------------------------------
+# --- docs/invariants.md#i3: revision-bound approval -----------------------------------------------------
 
 
 def test_revision_bound_approval__publish_operation_without_approval__dead_and_target_sees_nothing(
@@ -314,7 +314,7 @@ def test_revision_bound_approval__publish_operation_hash_not_the_revisions__dead
     assert_published(brief, revision)
 
 
-# --- invariant 4: no regression ------------------------------------------------------------------------
+# --- docs/invariants.md#i4: no regression --------------------------------------------------------------
 
 
 def test_no_regression__newer_revision_approved_before_any_drain__older_superseded_never_sent(
@@ -475,7 +475,7 @@ def test_no_regression__partitioned_worker_wakes_after_newer_published__sends_an
 def test_no_regression__target_fence_stale_revision_409__conflict_for_an_operator(target, brief, revise, approver):
     """The target already holds a newer revision that Galley knows nothing of (another writer):
     only the target's fence can refuse, and since Galley cannot account for what the target holds,
-    an operator decides (PRODUCT.md §7.2) — the brief never sits "approved" with nobody told."""
+    an operator decides (docs/operations.md#settling-problems) — the brief never sits "approved" with nobody told."""
     first = revise(brief, "Dockers walked out at dawn.")
     approve(first, by=approver)
     elsewhere = f"elsewhere:{brief.public_id}:revision-2"
@@ -496,7 +496,7 @@ def test_no_regression__target_fence_stale_revision_409__conflict_for_an_operato
     assert_not_published(brief)
 
 
-# --- invariant 2: key conflict is loud ------------------------------------------------------------------
+# --- docs/invariants.md#i2: key conflict is loud --------------------------------------------------------
 
 
 def test_key_conflict_is_loud__target_holds_key_with_other_hash__conflict_never_success(
@@ -550,7 +550,7 @@ def test_key_conflict_is_loud__ambiguous_lookup_finds_other_hash__conflict_recor
     assert applied(target) == [(key, 1, payload_hash(OTHER_PAYLOAD))]
 
 
-# --- invariant 9: retry by failure kind, against the target's fault injection --------------------------
+# --- docs/invariants.md#i9: retry by failure kind, against the target's fault injection ----------------
 
 
 @pytest.mark.parametrize(("fault", "status"), [("rate_429", 429), ("rate_503", 503)])
@@ -786,7 +786,7 @@ def test_retry_by_failure_kind__ambiguous_failure__lookup_adopts_exactly_one_app
     assert_published(brief, revision)
 
 
-# --- invariant 10: done means observed -------------------------------------------------------------------
+# --- docs/invariants.md#i10: done means observed ---------------------------------------------------------
 
 
 def test_done_means_observed__target_record_holds_other_hash__verification_conflict_brief_not_published(

@@ -82,7 +82,7 @@ def summary_operations(brief: Brief) -> dict[str, Operation]:
     return {op.arguments["step"]: op for op in Operation.objects.filter(kind=SUMMARY_STEP, subject_id=brief.public_id)}
 
 
-# --- invariant 5: atomic continuation ---------------------------------------------------------------
+# --- docs/invariants.md#i5: atomic continuation -----------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -142,7 +142,7 @@ def test_atomic_continuation__pipeline_ends_in_exactly_one_first_revision_ready_
     assert created
 
 
-# --- invariant 6: canonical-first -------------------------------------------------------------------
+# --- docs/invariants.md#i6: canonical-first ---------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -191,7 +191,7 @@ def test_canonical_first__a_step_whose_artifact_is_stored_makes_no_provider_call
     assert brief.revisions.get().body == "A stored draft, long enough to pass."
 
 
-# --- invariant 7: durable dependencies -----------------------------------------------------------------
+# --- docs/invariants.md#i7: durable dependencies -------------------------------------------------------
 
 
 @pytest.mark.django_db
@@ -208,7 +208,7 @@ def test_durable_dependencies__a_step_is_never_claimed_before_its_prerequisite_s
     assert claim_operations(worker_id="idle", limit=10, kinds=[SUMMARY_STEP]) == []
 
 
-# --- invariant 5: a crash at each boundary -----------------------------------------------------------
+# --- docs/invariants.md#i5: a crash at each boundary -------------------------------------------------
 
 
 class SimulatedCrash(BaseException):

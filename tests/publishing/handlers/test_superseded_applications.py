@@ -1,5 +1,5 @@
 """Every application at a target ends with a Publication and an audit record, even when a newer
-revision supersedes it (PRODUCT.md invariants 4 and 13), with the real reference target over HTTP.
+revision supersedes it (docs/invariants.md#i4 and #i13), with the real reference target over HTTP.
 
 Revision 1 is applied at the target; its worker recorded the target's receipt, then stopped inside its
 finalize, and the operation ended dead (its deadline passed while it was stuck), left so or cancelled by

@@ -1,6 +1,6 @@
-"""Exactly-once publishing end to end against a real WordPress with Galley's plugin (PRODUCT.md §7.7):
+"""Exactly-once publishing end to end against a real WordPress with Galley's plugin (docs/wordpress.md):
 approval → publish operation → WordPress (through a fault-injecting proxy, tests/fault_proxy.py) →
-publication → read-back verification. Test names say which invariant of PRODUCT.md §4 they guard.
+publication → read-back verification. Test names say which invariant of docs/invariants.md they guard.
 
 "Applied exactly once" is a fact about WordPress, so every test counts WordPress's own rows: the
 posts that carry the brief (wp_posts + wp_postmeta) and the plugin's publication rows.
@@ -225,7 +225,7 @@ def run_in_threads(*calls: Callable[[], Any]) -> list[Any]:
     return results
 
 
-# --- invariant 10: done means observed ---------------------------------------------------------------
+# --- docs/invariants.md#i10: done means observed -----------------------------------------------------
 
 
 def test_done_means_observed__approve_publish_verify__one_post_published(direct, brief, revise, approver):
@@ -258,7 +258,7 @@ def test_done_means_observed__approve_publish_verify__one_post_published(direct,
     assert [(a.outcome, a.ambiguous) for a in attempts_of(publish)] == [("succeeded", False)]
 
 
-# --- invariant 1: operation identity (and invariant 9's ambiguous kinds) --------------------------------
+# --- docs/invariants.md#i1: operation identity (and the ambiguous kinds of #i9) ----------------------
 
 
 def test_operation_identity__replay_after_lost_answer__adopted_by_lookup_one_post(
@@ -390,7 +390,7 @@ def test_operation_identity__two_workers_race_same_key__one_post(proxied, wordpr
     assert galley_posts(wordpress, brief.public_id) != galley_posts(wordpress, other.public_id)
 
 
-# --- invariant 4: no regression (the plugin's revision fence) --------------------------------------------
+# --- docs/invariants.md#i4: no regression (the plugin's revision fence) ----------------------------------
 
 
 def test_no_regression__older_revision_after_newer__refused_by_plugin(direct, brief, revise, approver):
@@ -532,7 +532,7 @@ def test_key_conflict_is_loud__wordpress_holds_the_key_with_other_content__opera
     assert_post_shows(direct, second)
 
 
-# --- invariant 9: retry by failure kind -------------------------------------------------------------------
+# --- docs/invariants.md#i9: retry by failure kind ---------------------------------------------------------
 
 
 def test_retry_by_failure_kind__wordpress_unavailable_503__waits_then_publishes(
