@@ -16,13 +16,14 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from psycopg.rows import dict_row
 
 from approvals.models import Approval, Assignment, Comment, Notification
 from approvals.sql import PUBLISHED_RECIPIENTS_SQL
 from publishing.identities import PUBLICATION_KINDS
 from publishing.models import Brief, Revision
 from publishing.roles import Role
-from publishing.sql import from_row, rows_by_name
+from publishing.sql import from_row
 from workers.actions.enqueue import enqueue_operation
 from workers.prepared import execute_prepared
 from workers.registry import OperatorNeeded
@@ -155,8 +156,8 @@ def do_notify_published(brief: Brief, *, revision_number: int, permalink: str) -
         "author_id": brief.author_id,
         "approved": Approval.Decision.APPROVED,
     }
-    with execute_prepared(PUBLISHED_RECIPIENTS_SQL, params) as cursor:
-        recipients = [from_row(User, row) for row in rows_by_name(cursor)]
+    with execute_prepared(PUBLISHED_RECIPIENTS_SQL, params, row_factory=dict_row) as cursor:
+        recipients = [from_row(User, row) for row in cursor.fetchall()]
     do_notify(
         recipients,
         event=Notification.Event.PUBLISHED,

@@ -4,14 +4,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import Group, User
-from django.db import connection
 from django.db.models import Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
+from psycopg.rows import dict_row
 
 from approvals.models import Approval, Assignment, Comment, Notification
 from approvals.sql import VALID_APPROVAL_SQL
 from publishing.models import Brief, Revision
 from publishing.roles import Role
-from publishing.sql import from_row, row_by_name
+from publishing.sql import from_row
+from workers.prepared import execute_prepared
 
 
 def list_decisions(revision: Revision) -> QuerySet[Approval]:
@@ -24,9 +25,8 @@ def get_valid_approval(revision: Revision) -> Approval | None:
     An approval of another revision never counts, however similar its payload: the rule is
     approvals.sql.valid_approval_of, which the publish's own checks embed too.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(VALID_APPROVAL_SQL, {"revision_id": revision.pk})
-        row = row_by_name(cursor)
+    with execute_prepared(VALID_APPROVAL_SQL, {"revision_id": revision.pk}, row_factory=dict_row) as cursor:
+        row = cursor.fetchone()
     return None if row is None else from_row(Approval, row)
 
 

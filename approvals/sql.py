@@ -1,5 +1,5 @@
 """Approvals' raw SQL, named, each with what it does and the invariant it serves; table names from the
-models, values from their choices (rendered by publishing.sql.literal) or parameters. Rows come back by
+models, values from their choices (rendered by workers.sql.sql_literal) or parameters. Rows come back by
 column name (publishing.sql.columns and from_row).
 
 The valid approval (docs/invariants.md#i3) is defined here once, as a fragment: approvals.selectors.get_valid_approval
@@ -12,7 +12,8 @@ from django.contrib.auth.models import User
 
 from approvals.models import Approval
 from publishing.models import Revision
-from publishing.sql import columns, literal
+from publishing.sql import columns
+from workers.sql import sql_literal
 
 _APPROVAL = Approval._meta.db_table
 _REVISION = Revision._meta.db_table
@@ -25,7 +26,7 @@ def valid_approval_of(revision: str, *, approval: str = "a") -> str:
     another revision never counts, however similar its payload."""
     return (
         f"{approval}.revision_id = {revision}.id AND {approval}.payload_hash = {revision}.payload_hash"
-        f" AND {approval}.decision = {literal(Approval.Decision.APPROVED)}"
+        f" AND {approval}.decision = {sql_literal(Approval.Decision.APPROVED)}"
     )
 
 

@@ -1,6 +1,7 @@
 """Publishing's raw SQL: every statement the hot path runs instead of the ORM, named, each with what it
 does and the invariant it serves; and how their rows come back, by column name into the model they
-are rows of (`columns` and `from_row`, the only place that knows a model's column list).
+are rows of (`columns` and `from_row`, the only place that knows a model's column list; the statements
+run through workers.prepared.execute_prepared with psycopg's dict_row).
 
 Table and column names come from the models (`_meta`), values are parameters: renaming a table, a
 column or a status touches the model alone. The valid approval is approvals' rule: the statement that
@@ -44,33 +45,6 @@ def from_row(model: type[M], row: Mapping[str, Any], *, prefix: str = "") -> M:
         names.append(field.attname)
         values.append(value)
     return model.from_db(None, names, values)
-
-
-def literal(value: str) -> str:
-    """A model choice's value (a status, a decision) as a SQL string literal: for a fragment several
-    statements share (approvals.sql.valid_approval_of), which can carry no parameter of its own."""
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def row_by_name(cursor: Any) -> dict[str, Any] | None:
-    """The cursor's next row as {column name: value}, None when there is none (a psycopg cursor or
-    Django's: both describe their columns by name)."""
-    row = cursor.fetchone()
-    return None if row is None else dict(zip([column.name for column in cursor.description], row, strict=True))
-
-
-def the_row_by_name(cursor: Any) -> dict[str, Any]:
-    """The one row a statement always returns (an aggregate, a row it locked by a foreign key), by name."""
-    row = row_by_name(cursor)
-    if row is None:
-        raise LookupError("the statement returned no row")
-    return row
-
-
-def rows_by_name(cursor: Any) -> list[dict[str, Any]]:
-    """The cursor's remaining rows, each as {column name: value}."""
-    names = [column.name for column in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def brief_versions(operation: str, *, public_id: str, versions: str) -> str:

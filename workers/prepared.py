@@ -54,6 +54,15 @@ def execute_prepared(
     return cursor
 
 
+def the_row(cursor: psycopg.Cursor[Row]) -> Row:
+    """The one row a statement always returns (an aggregate, a row locked by a foreign key, an upsert's
+    outcome); a statement that returned none is a defect, said so."""
+    row = cursor.fetchone()
+    if row is None:
+        raise LookupError("the statement returned no row")
+    return row
+
+
 def json_value(value: Any) -> Any:
     """A json or jsonb column as read here: Django's connection loads them as text (Django's JSONField
     decodes it), so a raw cursor decodes it too."""

@@ -7,8 +7,9 @@ from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
+from psycopg.rows import dict_row
 
 from publishing.actions.revisions import TITLE_MAX_CHARS
 from publishing.actions.summaries import do_start_summary_run
@@ -18,9 +19,10 @@ from publishing.identities import brief_public_id
 from publishing.models import Brief
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
-from publishing.sql import NEXT_BRIEF_NUMBER_SQL, the_row_by_name
+from publishing.sql import NEXT_BRIEF_NUMBER_SQL
 from publishing.validation import clean_text
 from workers.audit import record_audit_event
+from workers.prepared import execute_prepared, the_row
 
 
 class NewBriefFormReused(GalleyError):
@@ -97,9 +99,8 @@ def do_create_brief(
         existing = Brief.objects.filter(form_token=form_token).first()
         if existing is not None:
             return existing, False
-    with connection.cursor() as cursor:
-        cursor.execute(NEXT_BRIEF_NUMBER_SQL)
-        number = the_row_by_name(cursor)["number"]
+    with execute_prepared(NEXT_BRIEF_NUMBER_SQL, {}, row_factory=dict_row) as cursor:
+        number = the_row(cursor)["number"]
     brief = Brief(
         public_id=brief_public_id(number),
         title=title,

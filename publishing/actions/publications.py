@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
+from psycopg.rows import dict_row
 
 from publishing.actions.resolutions import OPEN, do_close_replaced_problems
 from publishing.actions.revisions import check_brief_transition
@@ -25,13 +26,11 @@ from publishing.sql import (
     RECORD_PUBLICATION_SQL,
     RECORD_VERIFICATION_SQL,
     from_row,
-    row_by_name,
-    the_row_by_name,
 )
 from workers.actions.enqueue import Enqueued, add_dependency, enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
 from workers.models import Dependency, Operation, OperationStatus
-from workers.prepared import execute_prepared
+from workers.prepared import execute_prepared, the_row
 
 
 @transaction.atomic(savepoint=False)
@@ -92,8 +91,8 @@ def do_record_publication(
         "permalink": permalink,
         "now": now,
     }
-    with execute_prepared(RECORD_PUBLICATION_SQL, params) as cursor:
-        inserted = row_by_name(cursor)
+    with execute_prepared(RECORD_PUBLICATION_SQL, params, row_factory=dict_row) as cursor:
+        inserted = cursor.fetchone()
     if inserted is None:
         publication = Publication.objects.get(operation_key=key)
     else:
@@ -184,8 +183,8 @@ def do_record_verification(publication: Publication) -> None:
     operation rows; the fenced update locks the verify operation last (docs/architecture.md#lock-order).
     """
     number = publication.revision.number
-    with execute_prepared(LOCK_BRIEF_SQL, {"brief_id": publication.brief_id}) as cursor:
-        locked = from_row(Brief, the_row_by_name(cursor))
+    with execute_prepared(LOCK_BRIEF_SQL, {"brief_id": publication.brief_id}, row_factory=dict_row) as cursor:
+        locked = from_row(Brief, the_row(cursor))
     public_id, status, published_before = locked.public_id, locked.status, locked.published_revision_number
     params = {
         "brief_id": publication.brief_id,
@@ -199,8 +198,8 @@ def do_record_verification(publication: Publication) -> None:
         "publish": PUBLISH,
         "ended": [*OPEN, OperationStatus.CANCELLED],
     }
-    with execute_prepared(RECORD_VERIFICATION_SQL, params) as cursor:
-        outcome = the_row_by_name(cursor)
+    with execute_prepared(RECORD_VERIFICATION_SQL, params, row_factory=dict_row) as cursor:
+        outcome = the_row(cursor)
     new_status, latest = outcome["new_status"], outcome["latest"]
     if new_status is None:  # a newer revision is published already: nothing advances
         return

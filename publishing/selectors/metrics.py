@@ -7,14 +7,15 @@ import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db import connection
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import TruncMinute
+from psycopg.rows import dict_row
 
 from approvals.models import Approval
 from publishing.identities import SUMMARY_STEP
 from publishing.models import Publication
-from publishing.sql import AI_TOKENS_SQL, rows_by_name
+from publishing.sql import AI_TOKENS_SQL
+from workers.prepared import execute_prepared
 
 # --- approval → published latency (the ops page and /metrics) -----------------------------------
 
@@ -97,6 +98,5 @@ class TokenTotal:
 
 def list_ai_token_totals() -> list[TokenTotal]:
     """AI tokens used, summed over the attempts kept (retention purges finished operations' attempts)."""
-    with connection.cursor() as cursor:
-        cursor.execute(AI_TOKENS_SQL, {"kind": SUMMARY_STEP})
-        return [TokenTotal(r["step"], r["model"], r["kind"], int(r["tokens"])) for r in rows_by_name(cursor)]
+    with execute_prepared(AI_TOKENS_SQL, {"kind": SUMMARY_STEP}, row_factory=dict_row) as cursor:
+        return [TokenTotal(r["step"], r["model"], r["kind"], int(r["tokens"])) for r in cursor.fetchall()]

@@ -7,10 +7,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db.models import Q
+from psycopg.rows import dict_row
 
 from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
-from publishing.sql import BADGE_OPERATIONS_SQL, PUBLICATION_SQL, from_row, row_by_name
+from publishing.sql import BADGE_OPERATIONS_SQL, PUBLICATION_SQL, from_row
 from workers.models import Operation, OperationStatus
 from workers.prepared import execute_prepared
 
@@ -99,8 +100,8 @@ def list_brief_badges(briefs: Iterable[tuple[Brief, int | None]]) -> dict[int, B
 def get_publication(operation_key: str) -> Publication:
     """The publication the publish operation `operation_key` recorded, with its revision (a verify's
     first read: a prepared statement). Raises Publication.DoesNotExist."""
-    with execute_prepared(PUBLICATION_SQL, {"key": operation_key}) as cursor:
-        row = row_by_name(cursor)
+    with execute_prepared(PUBLICATION_SQL, {"key": operation_key}, row_factory=dict_row) as cursor:
+        row = cursor.fetchone()
     if row is None:
         raise Publication.DoesNotExist(f"no publication has the key {operation_key}")
     publication = from_row(Publication, row)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from psycopg.rows import dict_row
+
 from approvals.sql import valid_approval_exists
 from publishing.identities import PUBLISH
 from publishing.models import Brief, Revision
-from publishing.sql import from_row, publish_checks_sql, row_by_name
+from publishing.sql import from_row, publish_checks_sql
 from workers.prepared import execute_prepared
 
 
@@ -31,8 +33,9 @@ PUBLISH_CHECKS_SQL = publish_checks_sql(valid_approval=valid_approval_exists("r"
 def get_publish_checks(public_id: str, number: int) -> PublishChecks:
     """Revision `number` of brief `public_id` and what a publish must know before sending it, in one
     prepared statement. Raises Revision.DoesNotExist."""
-    with execute_prepared(PUBLISH_CHECKS_SQL, {"public_id": public_id, "number": number, "publish": PUBLISH}) as cursor:
-        row = row_by_name(cursor)
+    params = {"public_id": public_id, "number": number, "publish": PUBLISH}
+    with execute_prepared(PUBLISH_CHECKS_SQL, params, row_factory=dict_row) as cursor:
+        row = cursor.fetchone()
     if row is None:
         raise Revision.DoesNotExist(f"{public_id} has no revision {number}")
     revision = from_row(Revision, row, prefix="revision__")
