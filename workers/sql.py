@@ -1,6 +1,6 @@
-"""Every raw SQL statement of the durable machinery, named, in one place (the worker runner's own
-reads aside), with the fragments the statements share: the fence, the claimable operation, the
-released lease, the close of a dead worker's attempt.
+"""Every raw SQL statement of the durable machinery, named, in one place, with the fragments the
+statements share: the fence, the claimable operation, the released lease, the close of a dead
+worker's attempt.
 
 The statements are built from the models when this module is imported: table names from
 `_meta.db_table`, statuses from OperationStatus, an INSERT's column defaults from the model's
