@@ -212,3 +212,20 @@ SELECT (SELECT status FROM advanced) AS new_status,
                AND NOT EXISTS (SELECT 1 FROM {_PUBLICATION} p WHERE p.operation_key = o.key)
              ORDER BY o.id) AS unrecorded
 """  # noqa: S608 -- table names from the models; every value is a parameter
+
+
+# -- Locks and the clock (publishing.actions) ---------------------------------------------------------
+
+# One API request per (user, Idempotency-Key) at a time (publishing.actions.idempotency): a transaction
+# lock, released by the request's commit or rollback, so that a replay waits for nothing and answers
+# "in flight" instead (docs/api.md#idempotency-key).
+TRY_IDEMPOTENCY_LOCK_SQL = "SELECT pg_try_advisory_xact_lock(%(lock_id)s) AS locked"
+
+# pg_advisory_xact_lock key of a drift round ("DRIFT" in ASCII).
+DRIFT_ROUND_LOCK_KEY = 0x4452494654
+# One drift round at a time (publishing.actions.drift): a concurrent round waits here, then sees this
+# one's checks under way in its own statements' snapshots.
+DRIFT_ROUND_LOCK_SQL = f"SELECT pg_advisory_xact_lock({DRIFT_ROUND_LOCK_KEY})"
+# A drift round's id: the database's time once the round holds its lock (a statement of its own, so
+# that it is read after the wait).
+DRIFT_ROUND_ID_SQL = """SELECT to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS.US"Z"')"""

@@ -18,12 +18,10 @@ from publishing.identities import (
 )
 from publishing.models import Revision
 from publishing.selectors.drift import list_due_drift_checks
+from publishing.sql import DRIFT_ROUND_ID_SQL, DRIFT_ROUND_LOCK_SQL
 from workers.actions.enqueue import enqueue_operation
 from workers.audit import record_audit_event
 from workers.models import Dependency
-
-# pg_advisory_xact_lock key of a drift round ("DRIFT" in ASCII).
-DRIFT_ROUND_LOCK_KEY = 0x4452494654
 
 
 @transaction.atomic(savepoint=False)
@@ -35,10 +33,8 @@ def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
     if limit <= 0:
         return 0
     with connection.cursor() as cursor:
-        # One round at a time: a concurrent one waits here, then sees this one's checks (under way,
-        # so left out) in its own statements' snapshots.
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [DRIFT_ROUND_LOCK_KEY])
-        cursor.execute("""SELECT to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS.US"Z"')""")
+        cursor.execute(DRIFT_ROUND_LOCK_SQL)
+        cursor.execute(DRIFT_ROUND_ID_SQL)
         (round_id,) = cursor.fetchone()
     enqueued = 0
     for due in list_due_drift_checks(limit=limit, interval=interval):

@@ -35,6 +35,7 @@ from django.utils import timezone
 from publishing.errors import GalleyError, InvalidInput
 from publishing.hashing import PayloadError, canonical_json
 from publishing.models import IdempotencyRecord
+from publishing.sql import TRY_IDEMPOTENCY_LOCK_SQL
 
 # Printable ASCII without spaces, as HTTP header values allow; long enough for a UUID or an
 # operation-style key, short enough for the unique index.
@@ -90,7 +91,7 @@ def claim_idempotency_key(*, user: User, key: str, fingerprint: str) -> StoredRe
     if not connection.in_atomic_block:
         raise RuntimeError("claim_idempotency_key needs the request's transaction open")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_lock_id(user, key)])
+        cursor.execute(TRY_IDEMPOTENCY_LOCK_SQL, {"lock_id": _lock_id(user, key)})
         (locked,) = cursor.fetchone()
     if not locked:
         raise IdempotencyKeyInFlight(
