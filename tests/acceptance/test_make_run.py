@@ -8,9 +8,11 @@ import contextlib
 import html
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -47,6 +49,16 @@ class RunningGalley:
     def printed(self) -> str:
         """What has been printed up to now, while the launcher still runs."""
         return "".join(self.lines)
+
+
+@pytest.fixture
+def var_dir() -> Iterator[Path]:
+    """The run's var/ folder, outside pytest's own temporary folders: PostgreSQL runs as its own user
+    (pgserver's, under root), which must enter every folder above its data, and another pytest session
+    starting on the machine sets pytest's shared folder back to owner-only."""
+    folder = Path(tempfile.mkdtemp(prefix="galley-make-run-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -112,8 +124,8 @@ def hidden_value(page: str, name: str) -> str:
 
 
 @pytest.mark.acceptance
-def test_make_run__serves_login__demo_approver_signs_in__ctrl_c_leaves_nothing(tmp_path):
-    with make_run(tmp_path) as galley:
+def test_make_run__serves_login__demo_approver_signs_in__ctrl_c_leaves_nothing(var_dir):
+    with make_run(var_dir) as galley:
         names = {" ".join(child.cmdline()) for child in galley.children}
         assert any("runserver" in name for name in names)
         assert any("qcluster" in name for name in names)
@@ -128,14 +140,14 @@ def test_make_run__serves_login__demo_approver_signs_in__ctrl_c_leaves_nothing(t
     assert "embedded PostgreSQL stopped" in galley.output
     still_running = [child.pid for child in galley.children if child.is_running() and child.status() != "zombie"]
     assert still_running == []
-    assert not any(str(tmp_path) in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+    assert not any(str(var_dir) in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{galley.base_url}/login/", timeout=2)
 
 
 @pytest.mark.acceptance
-def test_make_run__approving_in_the_web_ui_publishes_within_seconds_with_a_working_permalink(tmp_path):
-    with make_run(tmp_path) as galley:
+def test_make_run__approving_in_the_web_ui_publishes_within_seconds_with_a_working_permalink(var_dir):
+    with make_run(var_dir) as galley:
         credentials = galley.credentials()
         with sign_in(galley.base_url, "editor", credentials["editor"]) as editor:
             created = post_form(editor, "/briefs/new/", {"title": "Harbour strike", "source_material": "Dockers."})
@@ -189,14 +201,14 @@ def test_make_run__approving_in_the_web_ui_publishes_within_seconds_with_a_worki
 
 
 @pytest.mark.acceptance
-def test_make_run__rerun_keeps_data(tmp_path):
+def test_make_run__rerun_keeps_data(var_dir):
     """Data and demo credentials survive a restart: the second run reuses var/."""
-    with make_run(tmp_path) as galley:
+    with make_run(var_dir) as galley:
         first_credentials = galley.credentials()
         with sign_in(galley.base_url, "editor", first_credentials["editor"]) as editor:
             created = post_form(editor, "/briefs/new/", {"title": "Kept", "source_material": ""})
             assert created.status_code == 302
-    with make_run(tmp_path) as galley:
+    with make_run(var_dir) as galley:
         assert galley.credentials() == first_credentials
         with sign_in(galley.base_url, "editor", first_credentials["editor"]) as editor:
             dashboard = editor.get("/").text
@@ -204,8 +216,8 @@ def test_make_run__rerun_keeps_data(tmp_path):
 
 
 @pytest.mark.acceptance
-def test_make_run__creating_a_brief_in_the_web_ui_runs_the_summary_steps_into_a_first_revision(tmp_path):
-    with make_run(tmp_path) as galley:
+def test_make_run__creating_a_brief_in_the_web_ui_runs_the_summary_steps_into_a_first_revision(var_dir):
+    with make_run(var_dir) as galley:
         credentials = galley.credentials()
         with sign_in(galley.base_url, "editor", credentials["editor"]) as editor:
             created = post_form(
