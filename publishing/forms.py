@@ -7,8 +7,8 @@ import uuid
 from django import forms
 from django.http import QueryDict
 
-from publishing.actions.revisions import TITLE_MAX_CHARS
 from publishing.models import Brief
+from publishing.story import TITLE_MAX_CHARS
 
 
 class BriefForm(forms.Form):

@@ -12,7 +12,9 @@ def clean_text(value: Any, *, field: str, max_chars: int, required: bool) -> str
         raise InvalidInput(f"{field} must be text.")
     if "\x00" in value:
         raise InvalidInput(f"{field} contains a NUL character, which cannot be stored.")
-    value = value.strip()
+    # A browser's textarea sends CRLF line ends: stored as LF, a story typed in a form and the
+    # same story sent through the API hash the same.
+    value = value.replace("\r\n", "\n").replace("\r", "\n").strip()
     if required and not value:
         raise InvalidInput(f"{field} is required.")
     if len(value) > max_chars:

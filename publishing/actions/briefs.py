@@ -11,7 +11,6 @@ from django.db import transaction
 from django.utils import timezone
 from psycopg.rows import dict_row
 
-from publishing.actions.revisions import TITLE_MAX_CHARS
 from publishing.actions.summaries import do_start_summary_run
 from publishing.errors import GalleyError, InvalidInput
 from publishing.hashing import source_hash
@@ -20,6 +19,7 @@ from publishing.models import Brief
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.sql import NEXT_BRIEF_NUMBER_SQL
+from publishing.story import TITLE_MAX_CHARS
 from publishing.validation import clean_text
 from workers.audit import record_audit_event
 from workers.prepared import execute_prepared, the_row

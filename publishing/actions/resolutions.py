@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
-from publishing.actions.revisions import TITLE_MAX_CHARS, do_create_revision
+from publishing.actions.revisions import do_create_revision
 from publishing.errors import InvalidInput
 from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key, revision_number
@@ -26,6 +26,7 @@ from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.problems import PROBLEM_OPEN, get_publication_problem
 from publishing.selectors.revisions import get_latest_revision
+from publishing.story import TITLE_MAX_CHARS
 from publishing.validation import clean_text
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_cancel_operation, do_retry_operation_now

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -18,11 +17,9 @@ from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.selectors.summaries import get_canonical_artifacts
+from publishing.story import clean_story
 from publishing.summary_rules import SuggestionTake, apply_suggestion
-from publishing.validation import clean_text
 from workers.audit import record_audit_event
-
-TITLE_MAX_CHARS = 200
 
 _S = Brief.Status
 # Every status move a brief may make, in one place; do_change_brief_status enforces it for all
@@ -54,9 +51,20 @@ def do_change_brief_status(brief: Brief, status: str) -> str:
 
 
 def check_create_revision(
-    public_id: str, *, base_number: Any, title: Any, body: Any, acting_user: AnyUser
+    public_id: str,
+    *,
+    base_number: Any,
+    title: Any,
+    body: Any,
+    acting_user: AnyUser,
+    standfirst: Any = "",
+    byline: Any = "",
+    section: Any = "",
+    tags: Any = None,
 ) -> tuple[Revision, bool]:
-    """Write the editor's text as the next revision of the brief, if nobody wrote one meanwhile.
+    """Write the editor's story as the next revision of the brief, if nobody wrote one meanwhile.
+
+    The story's fields are checked by publishing.story.clean_story; the optional ones may be left out.
 
     `base_number` is the revision the editor started from (0 for the first). Returns the
     revision and whether it was created. Raises RevisionConflict (nothing written) when a
@@ -69,10 +77,9 @@ def check_create_revision(
         base = -1
     if base < 0:
         raise InvalidInput("The revision you edited is missing or not a valid number; reload the page.")
-    payload = {
-        "title": clean_text(title, field="Title", max_chars=TITLE_MAX_CHARS, required=True),
-        "body": clean_text(body, field="Body", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=True),
-    }
+    payload = clean_story(
+        {"title": title, "standfirst": standfirst, "body": body, "byline": byline, "section": section, "tags": tags}
+    )
     brief = access_brief(public_id, acting_user=acting_user, lock=True)
     return do_create_revision(brief, base_number=base, payload=payload, acting_user=acting_user)
 

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Field, Path, Query, Router, Schema
 
 from publishing.actions.briefs import check_create_brief, check_update_source_material
-from publishing.actions.revisions import TITLE_MAX_CHARS, check_create_revision, check_use_suggestion
+from publishing.actions.revisions import check_create_revision, check_use_suggestion
 from publishing.api.common import (
     CURSOR,
     MAX_DB_INT,
@@ -32,6 +32,7 @@ from publishing.selectors.briefs import BRIEF_LIST_ORDER, access_brief
 from publishing.selectors.publications import get_publication_state
 from publishing.selectors.revisions import get_latest_revision, get_revision, list_revisions
 from publishing.selectors.summaries import get_pipeline_view
+from publishing.story import TITLE_MAX_CHARS
 from publishing.summary_rules import SuggestionTake
 
 router = Router(tags=["briefs"])
