@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from django.utils.safestring import SafeString, mark_safe
 
+from publishing.story import STORY_KEYS, TAGS_LABEL, TEXT_FIELDS, story_fields
+
 # Han, kana and the CJK symbols and punctuation around them: each character is a token.
 _CJK = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 # Combining marks, variation selectors and skin tones stay with the character before them (inside
@@ -39,6 +41,7 @@ MAX_TOKEN_PAIRS = 1_000_000
 _GLUE = re.compile(r"\W{1,3}")
 
 Kind = Literal["equal", "delete", "insert"]
+_LABELS = {field.name: field.label for field in TEXT_FIELDS} | {"tags": TAGS_LABEL}
 
 
 @dataclass(frozen=True)
@@ -84,15 +87,18 @@ class PayloadDiff:
 def diff_payloads(
     old: Mapping[str, Any] | None, new: Mapping[str, Any], *, old_label: str, new_label: str
 ) -> PayloadDiff:
-    """Field by field (title, body, then any other field by name); `old` None is "nothing before"."""
-    before = old or {}
-    names = ["title", "body", *sorted((set(before) | set(new)) - {"title", "body"})]
+    """Every story field in story order (publishing.story.STORY_KEYS), tags as one comma line; a field
+    empty on both sides is left out. `old` None is "nothing before". Keys that are no story field are
+    not compared: a payload holds only story fields (publishing.story.clean_story)."""
+    before, after = story_fields(old or {}), story_fields(new)
+    texts = [(name, _text(before[name]), _text(after[name])) for name in STORY_KEYS]
     return PayloadDiff(
         old_label=old_label,
         new_label=new_label,
         fields=tuple(
-            FieldDiff(name, name.replace("_", " ").capitalize(), diff_text(_text(before, name), _text(new, name)))
-            for name in names
+            FieldDiff(name, _LABELS[name], diff_text(old_text, new_text))
+            for name, old_text, new_text in texts
+            if old_text or new_text
         ),
     )
 
@@ -197,6 +203,5 @@ def _html(segments: tuple[Segment, ...], kinds: tuple[Kind, ...]) -> SafeString:
     return mark_safe("".join(parts))  # noqa: S308 - every piece of text above is escaped
 
 
-def _text(payload: Mapping[str, Any], name: str) -> str:
-    value = payload.get(name, "")
-    return value if isinstance(value, str) else str(value)
+def _text(value: str | list[str]) -> str:
+    return ", ".join(value) if isinstance(value, list) else value

@@ -12,6 +12,7 @@ nothing an editor types reaches a reader as markup of their own making.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -152,7 +153,9 @@ def excerpt(payload: Mapping[str, Any]) -> str:
     if fields["standfirst"]:
         return str(fields["standfirst"])
     first = next((part.strip() for part in str(fields["body"]).split("\n\n") if part.strip()), "")
-    return nh3.clean(render_markdown(first), tags=set()).strip()
+    # The rendered paragraph without its markup is still HTML (`&amp;`, `&lt;`): unescaped, it is text
+    # like a standfirst, which whoever shows it escapes once.
+    return html.unescape(nh3.clean(render_markdown(first), tags=set()).strip())
 
 
 def render_story(payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from publishing.models import Brief
 from publishing.roles import Role, can_view, require_role
 from publishing.selectors.briefs import access_brief, list_briefs
 from publishing.selectors.drift import get_drift_notice
+from publishing.selectors.preview import get_story_preview
 from publishing.selectors.publications import list_brief_badges
 from publishing.selectors.review import RevisionPage, get_revision_page
 from publishing.selectors.revisions import (
@@ -190,6 +191,7 @@ def _render_revision_page(
     page = get_revision_page(brief, revision, viewer=request.user)
     context = {
         **_revision_live_context(page),
+        **get_story_preview(revision.payload),
         "decision_form": DecisionForm.for_revision(revision),
         "restore_error": restore_error,
     }

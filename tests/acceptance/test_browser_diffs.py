@@ -78,12 +78,15 @@ def test_browser__word_changes_against_the_published_revision_then_restore(brows
     editor.get_by_role("link", name="3", exact=True).click()
     expect(editor.get_by_role("heading", name="Changes against the published revision 1")).to_be_visible()
     published = editor.locator("h2#changes-published + .diff section[data-field=body]")
-    # Wide screen: side by side, old words struck out on the left, new ones on the right.
-    expect(published.locator(".diff-old del")).to_have_text(["walked out", "dawn", "."])
-    expect(published.locator(".diff-new ins")).to_have_text(["returned", "noon", f" until Friday. Source: {LONG_WORD}"])
-    expect(published.locator(".diff-inline")).to_be_hidden()
+    # Wide screen: the diffs are a column beside the preview, too narrow for old and new side by
+    # side, so each change is inline there: old words struck out, new ones after them.
+    expect(published.locator(".diff-inline del")).to_have_text(["walked out", "dawn", "."])
+    expect(published.locator(".diff-inline ins")).to_have_text(
+        ["returned", "noon", f" until Friday. Source: {LONG_WORD}"]
+    )
+    expect(published.locator(".diff-sides")).to_be_hidden()
     previous = editor.locator("h2#changes-previous + .diff section[data-field=body]")
-    expect(previous.locator(".diff-new ins")).to_have_text(["returned", "noon", f" Source: {LONG_WORD}"])
+    expect(previous.locator(".diff-inline ins")).to_have_text(["returned", "noon", f" Source: {LONG_WORD}"])
     assert wider_than_the_page(editor) == []
     screenshot(editor, "diff-desktop")
 
@@ -92,7 +95,10 @@ def test_browser__word_changes_against_the_published_revision_then_restore(brows
     editor.get_by_label("To revision").select_option("2")
     editor.get_by_role("button", name="Compare").click()
     expect(editor.get_by_role("heading", name="Revision 1 → revision 2")).to_be_visible()
+    # The compare page has the whole width: side by side, old words on the left, new ones on the right.
     expect(editor.locator("section[data-field=body] .diff-new ins")).to_have_text([" until Friday"])
+    expect(editor.locator("section[data-field=body] .diff-new")).to_be_visible()
+    expect(editor.locator("section[data-field=body] .diff-inline")).to_be_hidden()
 
     # A phone: the inline view, wrapped, nothing scrolls sideways.
     editor.set_viewport_size(PHONE)
@@ -111,7 +117,7 @@ def test_browser__word_changes_against_the_published_revision_then_restore(brows
     expect(editor.get_by_text("Revision 1 restored as revision 4; it needs approval like any other.")).to_be_visible()
     expect(editor).to_have_url(f"{live_server.url}/briefs/{brief.public_id}/revisions/4/")
     expect(editor.get_by_test_id("restores")).to_have_text("Restores revision 1.")
-    expect(editor.locator("h2#changes-previous + .diff section[data-field=body] .diff-new ins")).to_have_text(
+    expect(editor.locator("h2#changes-previous + .diff section[data-field=body] .diff-inline ins")).to_have_text(
         ["walked out", "dawn", "."]
     )
     screenshot(editor, "diff-restored")

@@ -294,7 +294,9 @@ def test_newsroom__approval_publishes__word_diff_against_published__restore(brow
         inserted = changed.locator(view).locator("ins").all_text_contents()
         assert deleted and all(word.strip() == "port" for word in deleted), deleted
         assert inserted and all(word.strip() == "harbour" for word in inserted), inserted
-    expect(changed.locator(".diff-old del").first).to_be_visible()  # side by side on a wide screen
+    # A wide screen puts the diffs in a column beside the preview, each change inline there.
+    expect(changed.locator(".diff-inline del").first).to_be_visible()
+    expect(editor.get_by_test_id("story-preview").locator(".story-body")).to_contain_text("harbour")
     shoot(editor, "10-revision-2-diff")
 
     editor.goto(newsroom.revision_url(1))

@@ -10,6 +10,7 @@ from pytest_django.asserts import assertContains, assertNotContains
 
 from publishing.actions.briefs import check_create_brief
 from publishing.actions.publications import do_record_publication, do_record_verification
+from publishing.actions.revisions import check_create_revision
 from publishing.identities import publish_key
 from publishing.models import Revision
 from tests.publishing.handlers.test_publications import approve
@@ -147,6 +148,35 @@ def test_compare__any_two_revisions__word_level_title_and_body_separately(client
         "Dockers <del>walked out</del><ins>returned</ins> at <del>dawn</del><ins>noon; the port is closed</ins>."
         in body
     )
+
+
+def test_compare__every_story_field__each_in_story_order_with_its_label(client, editor, brief):
+    with transaction.atomic():
+        check_create_revision(
+            brief.public_id, base_number=0, title="Harbour strike", body="Dockers walked out.", acting_user=editor
+        )
+        check_create_revision(
+            brief.public_id,
+            base_number=1,
+            title="Harbour strike ends",
+            standfirst="Talks through the night.",
+            body="Dockers returned.",
+            byline="Ana Lima",
+            section="Business",
+            tags="port, unions",
+            acting_user=editor,
+        )
+    client.force_login(editor)
+
+    html = client.get(f"/briefs/{brief.public_id}/compare/?from=1&to=2").content.decode()
+
+    names = ["title", "standfirst", "body", "byline", "section", "tags"]
+    positions = [html.index(f'data-field="{name}"') for name in names]
+    assert positions == sorted(positions)
+    labels = [html[position:].split("<h3>")[1].split("</h3>")[0] for position in positions]
+    assert labels == ["Headline", "Standfirst", "Body", "Byline", "Section", "Tags"]
+    assert "<ins>Talks through the night.</ins>" in html
+    assert "<ins>port, unions</ins>" in html
 
 
 def test_compare__backwards__newer_text_deleted(client, editor, brief, revise):

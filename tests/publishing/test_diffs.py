@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from html import escape
 
 import pytest
 
 from publishing.diffs import MAX_TOKEN_PAIRS, FieldDiff, Segment, diff_payloads, diff_text, tokenize
+from publishing.story import STORY_KEYS
+from tests.publishing.test_story import HOSTILE, Elements
 
 
 def _sides(segments: tuple[Segment, ...]) -> tuple[str, str]:
@@ -128,26 +131,83 @@ def test_html__script_in_text__escaped_in_every_view():
 
 
 def test_html__markup_inside_a_change__escaped_inside_the_mark():
-    field = FieldDiff("title", "Title", diff_text("Plain", '<img src=x onerror="x()">'))
+    field = FieldDiff("title", "Headline", diff_text("Plain", '<img src=x onerror="x()">'))
 
     assert field.inline_html() == "<del>Plain</del><ins>&lt;img src=x onerror=&quot;x()&quot;&gt;</ins>"
 
 
-def test_diff_payloads__title_and_body_separately_then_other_fields_by_name():
+def test_diff_payloads__every_story_field_in_story_order_empty_on_both_sides_left_out():
     diff = diff_payloads(
-        {"title": "Harbour strike", "body": "Dockers walked out."},
-        {"title": "Harbour strike ends", "body": "Dockers walked out.", "standfirst": "Talks"},
+        {"title": "Harbour strike", "body": "Dockers walked out.", "tags": ["port"]},
+        {
+            "title": "Harbour strike ends",
+            "standfirst": "Talks",
+            "body": "Dockers walked out.",
+            "byline": "Ana Lima",
+            "tags": ["port", "unions"],
+        },
         old_label="revision 1",
         new_label="revision 2",
     )
 
     assert [(field.name, field.label, field.changed) for field in diff.fields] == [
-        ("title", "Title", True),
-        ("body", "Body", False),
+        ("title", "Headline", True),
         ("standfirst", "Standfirst", True),
+        ("body", "Body", False),
+        ("byline", "Byline", True),
+        ("tags", "Tags", True),
     ]
     assert _changes(diff.fields[0].segments) == [("insert", " ends")]
     assert (diff.old_label, diff.new_label, diff.changed) == ("revision 1", "revision 2", True)
+
+
+def test_diff_payloads__tags__one_comma_line_with_the_added_tag_inserted():
+    diff = diff_payloads(
+        {"title": "T", "body": "B", "tags": ["port", "strike"]},
+        {"title": "T", "body": "B", "tags": ["port", "unions", "strike"]},
+        old_label="a",
+        new_label="b",
+    )
+
+    tags = next(field for field in diff.fields if field.name == "tags")
+    assert _sides(tags.segments) == ("port, strike", "port, unions, strike")
+    assert tags.inline_html() == "port, <ins>unions, </ins>strike"
+
+
+def test_diff_payloads__optional_field_removed__all_of_it_deleted():
+    diff = diff_payloads(
+        {"title": "T", "body": "B", "standfirst": "Talks broke down.", "section": "Business"},
+        {"title": "T", "body": "B"},
+        old_label="a",
+        new_label="b",
+    )
+
+    assert [(field.name, _changes(field.segments)) for field in diff.fields if field.changed] == [
+        ("standfirst", [("delete", "Talks broke down.")]),
+        ("section", [("delete", "Business")]),
+    ]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_diff_payloads__hostile_markup_in_every_field__escaped_in_every_view(hostile):
+    def story(version: str) -> dict[str, object]:
+        return {
+            "title": f"Headline {version} {hostile}",
+            "standfirst": f"Standfirst {version} {hostile}",
+            "body": f"Body {version} {hostile}\n\n{hostile}",
+            "byline": f"Byline {version} {hostile}",
+            "section": f"Section {version} {hostile}",
+            "tags": [f"tag {version} {hostile}".replace(",", " ")],
+        }
+
+    diff = diff_payloads(story("one"), story("two"), old_label="a", new_label="b")
+
+    assert [field.name for field in diff.fields if field.changed] == list(STORY_KEYS)
+    for field in diff.fields:
+        typed = hostile.replace(",", " ") if field.name == "tags" else hostile
+        for shown in (field.inline_html(), field.old_html(), field.new_html()):
+            assert {tag for tag, _attrs in Elements(shown).found} <= {"del", "ins"}, shown
+            assert escape(typed) in shown
 
 
 def test_diff_payloads__nothing_before__all_inserted():
