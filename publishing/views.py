@@ -456,11 +456,16 @@ def draft_save(request: HttpRequest, public_id: str) -> JsonResponse:
 
 @require_POST
 def draft_presence(request: HttpRequest, public_id: str) -> JsonResponse:
-    """The edit page's heartbeat (`typing=1` while the editor types): records their presence and
-    answers who else is there and who holds the draft, as the page shows it."""
+    """The edit page's heartbeat (`typing=1` while the editor types, `leaving=1` as the page goes):
+    records their presence and answers who else is there and who holds the draft, as the page shows it."""
     try:
         with transaction.atomic(durable=True):
-            check_record_presence(public_id, typing=request.POST.get("typing") == "1", acting_user=request.user)
+            check_record_presence(
+                public_id,
+                typing=request.POST.get("typing") == "1",
+                leaving=request.POST.get("leaving") == "1",
+                acting_user=request.user,
+            )
     except PermissionRefused as exc:
         return JsonResponse({"message": exc.message}, status=403)
     except NotFound as exc:

@@ -101,26 +101,34 @@ def do_save_draft(
     if draft is None:
         if expected != 0:
             raise InvalidInput("This draft no longer exists; reload the page (your text is kept in this browser).")
-        return _write_draft(brief, None, story=story, base_number=base_number, acting_user=acting_user)
+        return _write_draft(
+            brief, None, story=story, base_number=base_number, acting_user=acting_user, holder=acting_user
+        )
     if draft.version != expected:
         raise DraftConflict(draft)
     if draft.story == story and draft.base_number == base_number and draft.holder == acting_user:
         return draft
-    return _write_draft(brief, draft, story=story, base_number=base_number, acting_user=acting_user)
+    return _write_draft(brief, draft, story=story, base_number=base_number, acting_user=acting_user, holder=acting_user)
 
 
 def _write_draft(
-    brief: Brief, draft: Draft | None, *, story: dict[str, Any], base_number: int, acting_user: User
+    brief: Brief,
+    draft: Draft | None,
+    *,
+    story: dict[str, Any],
+    base_number: int,
+    acting_user: User,
+    holder: User | None,
 ) -> Draft:
-    """The draft holds `story` from `acting_user`, who holds it now; a new version, or the first."""
+    """The draft holds `story` from `acting_user`, held by `holder`; a new version, or the first."""
     if draft is None:
         return Draft.objects.create(
-            brief=brief, story=story, base_number=base_number, holder=acting_user, updated_by=acting_user
+            brief=brief, story=story, base_number=base_number, holder=holder, updated_by=acting_user
         )
     draft.story = story
     draft.base_number = base_number
     draft.version += 1
-    draft.holder = acting_user
+    draft.holder = holder
     draft.updated_by = acting_user
     draft.updated_at = timezone.now()
     draft.save(update_fields=["story", "base_number", "version", "holder", "updated_by", "updated_at"])
@@ -164,10 +172,11 @@ def check_submit_draft(
 
 @transaction.atomic(savepoint=False)
 def do_reset_draft(brief: Brief, draft: Draft | None, *, revision: Revision, acting_user: User) -> Draft:
-    """The draft starts again from `revision`, its version grown so every page still saving the old
-    text is told (DraftConflict). Caller holds the brief's and the draft's row locks."""
+    """The draft starts again from `revision`, held by nobody (the submitter is done with it), its
+    version grown so every page still saving the old text is told (DraftConflict). Caller holds the
+    brief's and the draft's row locks."""
     story = story_fields(revision.payload)
-    return _write_draft(brief, draft, story=story, base_number=revision.number, acting_user=acting_user)
+    return _write_draft(brief, draft, story=story, base_number=revision.number, acting_user=acting_user, holder=None)
 
 
 def check_take_over_draft(public_id: str, *, acting_user: AnyUser) -> Draft:
@@ -205,11 +214,23 @@ def do_take_over_draft(draft: Draft, *, acting_user: User) -> Draft:
     return draft
 
 
-def check_record_presence(public_id: str, *, typing: bool, acting_user: AnyUser) -> EditorPresence:
-    """The heartbeat of the acting editor's edit page: they have the draft open (and are typing)."""
+def check_record_presence(
+    public_id: str, *, typing: bool, acting_user: AnyUser, leaving: bool = False
+) -> EditorPresence | None:
+    """The heartbeat of the acting editor's edit page: they have the draft open (and are typing);
+    `leaving`, the page is closing or going elsewhere, and they are no longer shown."""
     acting_user = require_role(acting_user, Role.EDITOR, to="edit briefs")
     brief = access_brief(public_id, acting_user=acting_user)
+    if leaving:
+        do_end_presence(brief, acting_user=acting_user)
+        return None
     return do_record_presence(brief, typing=typing, acting_user=acting_user)
+
+
+@transaction.atomic(savepoint=False)
+def do_end_presence(brief: Brief, *, acting_user: User) -> None:
+    """Not audited, as presence is not (do_record_presence)."""
+    EditorPresence.objects.filter(brief=brief, user=acting_user).delete()
 
 
 @transaction.atomic(savepoint=False)

@@ -26,6 +26,7 @@ if (form) {
   let held = !holderBox.hidden; // another editor holds the draft: no saves until taking over
   let conflict = false; // a draft saved meanwhile is shown: no saves until the editor chooses
   let holds = form.dataset.holds === "1";
+  let tookOverBy = ""; // who took the draft over from this page, said until it takes over back
   let theirs = null;
 
   const story = () => Object.fromEntries(fields.map((field) => [field.dataset.draft, field.value]));
@@ -125,14 +126,16 @@ if (form) {
       const answer = await response.json();
       document.getElementById("draft-presence").innerHTML = answer.html;
       if (answer.held_by) {
-        const tookOver = holds && !held;
+        if (holds && !held) {
+          tookOverBy = answer.held_by;
+          say("held", "Not saved since the take-over: your text is kept in this browser.");
+        }
         held = true;
         holds = false;
         clearTimeout(saveTimer);
-        showHolder(tookOver
+        showHolder(tookOverBy === answer.held_by
           ? `${answer.held_by} took over editing. Your changes are not saved until you take over again.`
           : `${answer.held_by} is editing this draft: your changes are not saved until you take over.`);
-        if (tookOver) say("held", "Not saved since the take-over: your text is kept in this browser.");
       } else if (held) {
         // The holder's page closed (its presence lapsed): nothing holds the draft any more.
         held = false;
@@ -145,7 +148,9 @@ if (form) {
   form.addEventListener("input", () => {
     keep();
     typedSinceBeat = true;
-    if (!held && !conflict) {
+    if (held) {
+      say("held", "Not saved: kept in this browser until you take over.");
+    } else if (!conflict) {
       say("unsaved", "Unsaved changes…");
       schedule();
     }
@@ -174,6 +179,7 @@ if (form) {
     const answer = await response.json();
     held = false;
     holds = true;
+    tookOverBy = "";
     holderBox.hidden = true;
     if (!conflict && Number(version.value || 0) !== answer.version) {
       // The other editor saved after this page did: their text is shown beside this one, to choose.
@@ -231,4 +237,12 @@ if (form) {
 
   heartbeat(false);
   setInterval(() => heartbeat(typedSinceBeat), HEARTBEAT_MS);
+  // Going elsewhere or closing the tab: others stop seeing this editor at once, not a minute later.
+  // (A crash sends nothing; its presence lapses by itself.)
+  window.addEventListener("pagehide", () => {
+    const body = new FormData();
+    body.append("csrfmiddlewaretoken", csrf);
+    body.append("leaving", "1");
+    navigator.sendBeacon(form.dataset.presenceUrl, body);
+  });
 }
