@@ -14,10 +14,12 @@ from pytest_django.asserts import assertContains
 
 from approvals.models import Notification
 from publishing.actions.drafts import check_record_presence, check_save_draft, check_take_over_draft
+from publishing.errors import DraftConflict
 from publishing.hashing import payload_hash
 from publishing.models import Draft, EditorPresence
 from publishing.roles import Role
 from publishing.selectors.drafts import PRESENCE_SECONDS
+from tests.concurrency import run_together
 from tests.publishing.api.support import ApiClient, token_for
 from tests.web import client_for, db_counts, form_values
 from workers.models import AuditEvent
@@ -349,3 +351,38 @@ def test_api__a_draft_is_not_a_revision__neither_listed_nor_in_the_brief(editor,
     assert [item["number"] for item in json.loads(listed.content)["items"]] == [1]
     assert b"Draft only." not in listed.content + shown.content
     assert api.get(f"/briefs/{brief.public_id}/revisions/2").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_autosave__two_first_saves_at_once__one_wins_the_other_gets_409(editor, make_user, brief):
+    edna = make_user("edna", Role.EDITOR)
+
+    def first_save(user, body: str):
+        return lambda: check_save_draft(
+            brief.public_id, version=0, base_number=0, story={**STORY, "body": body}, acting_user=user
+        )
+
+    outcomes = run_together(first_save(editor, "Eddie's."), first_save(edna, "Edna's."))
+
+    assert sorted(kind for kind, _value in outcomes) == ["error", "ok"], outcomes
+    (winner,) = [value for kind, value in outcomes if kind == "ok"]
+    (loser,) = [value for kind, value in outcomes if kind == "error"]
+    assert isinstance(loser, DraftConflict), loser
+    assert loser.draft.story["body"] == winner.story["body"]
+    assert Draft.objects.get(brief=brief).version == 1
+
+
+def test_admin__drafts_and_presences__listed_read_only(users, brief):
+    with transaction.atomic():
+        check_save_draft(brief.public_id, version=0, base_number=0, story=STORY, acting_user=users["editor"])
+        check_record_presence(brief.public_id, typing=True, acting_user=users["editor"])
+    client = client_for(users["operator"])
+
+    for path in ("/admin/publishing/draft/", "/admin/publishing/editorpresence/"):
+        listed = client.get(path)
+        assertContains(listed, brief.public_id)
+        assert client.get(f"{path}add/").status_code == 403
+    draft = Draft.objects.get(brief=brief)
+    change = client.post(f"/admin/publishing/draft/{draft.pk}/change/", {"version": "9"})
+    assert change.status_code in (200, 403)
+    assert Draft.objects.get(brief=brief).version == 1
