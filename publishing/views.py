@@ -476,8 +476,6 @@ def draft_presence(request: HttpRequest, public_id: str) -> JsonResponse:
     return JsonResponse(
         {
             "held_by": str(held_by) if (held_by := get_other_holder(brief, state, viewer=request.user)) else "",
-            "you_hold": state.holder == request.user,
-            "version": state.version,
             "html": render_to_string("publishing/_presence.html", {"presences": presences}, request=request),
         }
     )
