@@ -22,7 +22,7 @@ from publishing.actions.resolutions import (
 )
 from publishing.errors import GalleyError
 from publishing.identities import PUBLICATION_KINDS
-from publishing.models import ApiToken, Brief, PublicationProblem, Revision
+from publishing.models import ApiToken, Brief, Draft, EditorPresence, PublicationProblem, Revision
 from publishing.roles import Role, has_role
 from publishing.selectors.problems import PROBLEM_QUEUED, get_publication_problem
 from workers.admin import ReadOnlyAdmin
@@ -59,6 +59,24 @@ class RevisionAdmin(ReadOnlyAdmin):
     list_display = ["brief", "number", "payload_hash", "author", "created_at"]
     search_fields = ["brief__public_id", "payload_hash"]
     list_select_related = ["brief", "author"]
+
+
+@admin.register(Draft)
+class DraftAdmin(ReadOnlyAdmin):
+    """Read-only: a draft changes only from its edit page (publishing.actions.drafts)."""
+
+    list_display = ["brief", "version", "base_number", "holder", "updated_by", "updated_at"]
+    search_fields = ["brief__public_id"]
+    list_select_related = ["brief", "holder", "updated_by"]
+
+
+@admin.register(EditorPresence)
+class EditorPresenceAdmin(ReadOnlyAdmin):
+    """Read-only: written by the edit page's heartbeat; older than a minute, it shows nowhere."""
+
+    list_display = ["brief", "user", "last_seen_at", "typing_at"]
+    search_fields = ["brief__public_id", "user__username"]
+    list_select_related = ["brief", "user"]
 
 
 class ProblemState(admin.SimpleListFilter):

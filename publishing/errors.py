@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from publishing.models import Revision
+    from django.contrib.auth.models import User
+
+    from publishing.models import Draft, Revision
 
 
 class GalleyError(Exception):
@@ -42,3 +44,27 @@ class RevisionConflict(GalleyError):
         super().__init__(message)
         self.newer = newer
         self.base_number = base_number
+
+
+class DraftConflict(GalleyError):
+    """The editor's draft save started from an older version of the draft: `draft` is what was saved
+    meanwhile (another tab, another editor, a submission); nothing was saved."""
+
+    def __init__(self, draft: Draft) -> None:
+        super().__init__(
+            f"The draft was saved meanwhile by {draft.updated_by} (version {draft.version}). Nothing of yours "
+            "was saved: your text is kept; take theirs, or keep yours and save it over theirs."
+        )
+        self.draft = draft
+
+
+class DraftHeld(GalleyError):
+    """Another editor holds the draft (their edit page is open and saving); nothing was saved until
+    this editor takes over."""
+
+    def __init__(self, holder: User) -> None:
+        super().__init__(
+            f"{holder} is editing this draft. Nothing of yours was saved: your text is kept; "
+            "take over editing to save it."
+        )
+        self.holder = holder

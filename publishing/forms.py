@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django import forms
 from django.http import QueryDict
 
 from publishing.models import Brief
-from publishing.story import TITLE_MAX_CHARS
+from publishing.story import TAGS_LABEL, TEXT_FIELDS, TITLE_MAX_CHARS
 
 
 class BriefForm(forms.Form):
@@ -41,13 +42,52 @@ class SourceMaterialForm(forms.Form):
 
 
 class RevisionForm(forms.Form):
-    """`base_number` is the revision the editor's text started from. On a conflict it stays that
-    revision: only the explicit "overwrite" button (an `overwrite_number` naming the newest
-    revision, which the conflict page shows in full) writes over what was saved meanwhile."""
+    """The edit page's form: every field of the story (publishing.story.TEXT_FIELDS, then tags),
+    labelled and explained as story.py says.
+
+    `base_number` is the revision the editor's text started from and `draft_version` the version of
+    the draft it was loaded from (0: none saved yet; the page's autosave keeps it current). On a
+    revision conflict `base_number` stays that revision: only the explicit "overwrite" button (an
+    `overwrite_number` naming the newest revision, which the conflict page shows in full) writes
+    over what was submitted meanwhile. Fields are not required here: a draft may be unfinished, and
+    the actions say what a submission lacks."""
 
     base_number = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
-    title = forms.CharField(max_length=TITLE_MAX_CHARS)
-    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 18}), strip=False)
+    draft_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0, required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in TEXT_FIELDS:
+            widget: forms.Widget = (
+                forms.Textarea(attrs={"rows": 18 if field.name == "body" else 3})
+                if field.multiline
+                else forms.TextInput()
+            )
+            widget.attrs["data-draft"] = field.name
+            self.fields[field.name] = forms.CharField(
+                label=field.label,
+                help_text=field.help,
+                required=False,
+                strip=False,
+                max_length=field.max_chars or None,
+                widget=widget,
+            )
+        self.fields["tags"] = forms.CharField(
+            label=TAGS_LABEL,
+            help_text="Separated by commas, e.g. strike, port.",
+            required=False,
+            widget=forms.TextInput(attrs={"data-draft": "tags"}),
+        )
+
+    @staticmethod
+    def initial_from(story: dict[str, Any], *, base_number: int, draft_version: int) -> dict[str, Any]:
+        """The form's initial values from a story (publishing.story.story_fields' shape)."""
+        return {
+            **{name: value for name, value in story.items() if name != "tags"},
+            "tags": ", ".join(story.get("tags", [])),
+            "base_number": base_number,
+            "draft_version": draft_version,
+        }
 
 
 class BriefFilterForm(forms.Form):

@@ -262,3 +262,50 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.user_id})"
+
+
+class Draft(models.Model):
+    """A brief's working draft: the story as editors are writing it, autosaved, not yet a revision.
+
+    `story` holds every field of publishing.story.STORY_KEYS (empty ones as ""/[]), unchecked
+    beyond what the database can store: an unfinished draft may be invalid, and is checked when it is
+    submitted as the next revision (publishing.actions.drafts). `version` grows on every save: a save
+    names the version it started from, and a stale one is refused with the text saved meanwhile.
+    `holder` is the editor whose saves go through while their edit page is open (the soft lock:
+    another editor takes over explicitly; it lapses with the holder's presence).
+    """
+
+    brief = models.OneToOneField(Brief, on_delete=models.PROTECT, related_name="draft")
+    story = models.JSONField(default=dict)
+    base_number = models.PositiveIntegerField(help_text="The revision the draft started from; 0 before the first.")
+    version = models.PositiveIntegerField(default=1)
+    holder = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        constraints = [models.CheckConstraint(condition=models.Q(version__gte=1), name="draft_version_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.brief.public_id} draft v{self.version}"
+
+
+class EditorPresence(models.Model):
+    """Who has a brief's edit page open: `last_seen_at` is their page's latest heartbeat,
+    `typing_at` the latest one sent while they typed. Only recent presence is shown
+    (publishing.selectors.drafts.PRESENCE_SECONDS), so a closed tab leaves nothing behind."""
+
+    brief = models.ForeignKey(Brief, on_delete=models.CASCADE, related_name="presences")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    last_seen_at = models.DateTimeField(default=timezone.now)
+    typing_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["brief_id", "-last_seen_at"]
+        constraints = [models.UniqueConstraint(fields=["brief", "user"], name="editor_presence_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} on {self.brief.public_id}"

@@ -67,7 +67,8 @@ OPTIONAL_FIELDS = ("standfirst", "byline", "section", "tags")
 STORY_KEYS = ("title", "standfirst", "body", "byline", "section", "tags")
 
 
-def _max_chars(field: StoryField) -> int:
+def max_chars(field: StoryField) -> int:
+    """The most characters `field` may hold (the body's limit is a setting)."""
     return _body_max_chars() if field.name == "body" else field.max_chars
 
 
@@ -107,7 +108,7 @@ def clean_story(values: Mapping[str, Any]) -> dict[str, Any]:
         value = values.get(field.name, "")
         if value is None and not field.required:
             value = ""
-        text = clean_text(value, field=field.label, max_chars=_max_chars(field), required=field.required)
+        text = clean_text(value, field=field.label, max_chars=max_chars(field), required=field.required)
         if not field.multiline and "\n" in text:
             raise InvalidInput(f"{field.label} must be a single line.")
         if text:

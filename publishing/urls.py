@@ -14,6 +14,10 @@ urlpatterns = [
     path("briefs/new/", views.brief_new, name="brief_new"),
     path("briefs/<str:public_id>/", views.brief_detail, name="brief"),
     path("briefs/<str:public_id>/edit/", views.revision_edit, name="revision_edit"),
+    # The edit page's script: autosave, heartbeat (presence), take over (publishing.actions.drafts).
+    path("briefs/<str:public_id>/draft/", views.draft_save, name="draft_save"),
+    path("briefs/<str:public_id>/draft/presence/", views.draft_presence, name="draft_presence"),
+    path("briefs/<str:public_id>/draft/take-over/", views.draft_take_over, name="draft_take_over"),
     path("briefs/<str:public_id>/source/", views.brief_source_edit, name="source_edit"),
     path("briefs/<str:public_id>/suggestions/<int:run_number>/use/", views.use_suggestion, name="use_suggestion"),
     path("briefs/<str:public_id>/revisions/<int:number>/", views.revision_detail, name="revision"),

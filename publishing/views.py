@@ -8,21 +8,37 @@ from typing import Any
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.forms import DecisionForm
 from publishing.actions.briefs import NewBriefFormReused, check_submit_new_brief_form, check_update_source_material
-from publishing.actions.revisions import check_create_revision, check_restore_revision, check_use_suggestion
+from publishing.actions.drafts import (
+    check_record_presence,
+    check_save_draft,
+    check_submit_draft,
+    check_take_over_draft,
+)
+from publishing.actions.revisions import check_restore_revision, check_use_suggestion
 from publishing.diffs import diff_payloads
-from publishing.errors import GalleyError, InvalidInput, PermissionRefused, RevisionConflict
+from publishing.errors import (
+    DraftConflict,
+    DraftHeld,
+    GalleyError,
+    InvalidInput,
+    NotFound,
+    PermissionRefused,
+    RevisionConflict,
+)
 from publishing.forms import BriefFilterForm, BriefForm, RevisionForm, SourceMaterialForm
 from publishing.live import Partial, live_partial
 from publishing.middleware import check_form_text, checks_own_form_text
-from publishing.models import Brief
+from publishing.models import Brief, Draft
 from publishing.roles import Role, can_view, require_role
 from publishing.selectors.briefs import access_brief, list_briefs
+from publishing.selectors.drafts import get_draft_state, get_other_holder, list_presences
 from publishing.selectors.drift import get_drift_notice
 from publishing.selectors.preview import get_story_preview
 from publishing.selectors.publications import list_brief_badges
@@ -34,6 +50,7 @@ from publishing.selectors.revisions import (
     list_revision_numbers,
 )
 from publishing.selectors.summaries import get_pipeline_view
+from publishing.story import STORY_KEYS, TAGS_LABEL, TEXT_FIELDS, story_fields
 from publishing.timeline import get_brief_timeline
 
 BRIEFS_PER_PAGE = 20
@@ -125,6 +142,7 @@ def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
         "badge": list_brief_badges([(brief, latest.number if latest else None)])[brief.pk],
         "pipeline": get_pipeline_view(brief),
         "timeline": get_brief_timeline(brief, viewer=request.user),
+        "presences": list_presences(brief, viewer=request.user),
     }
 
 
@@ -281,78 +299,227 @@ def revision_compare(request: HttpRequest, public_id: str) -> HttpResponse:
     )
 
 
+def _posted_story(request: HttpRequest) -> dict[str, str]:
+    return {name: request.POST.get(name, "") for name in STORY_KEYS}
+
+
+def _edit_context(brief: Brief, form: RevisionForm, request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    latest = get_latest_revision(brief)
+    state = get_draft_state(brief)
+    return {
+        "brief": brief,
+        "latest": latest,
+        "form": form,
+        "draft": state,
+        # A revision written by another way (the API, a restore, a suggestion) since the draft began.
+        "draft_behind": latest is not None and state.base_number < latest.number,
+        "presences": list_presences(brief, viewer=request.user),
+        "held_by": get_other_holder(brief, state, viewer=request.user),
+        **extra,
+    }
+
+
 @checks_own_form_text
 @require_http_methods(["GET", "POST"])
 def revision_edit(request: HttpRequest, public_id: str) -> HttpResponse:
-    """Edit creates the next revision. On a conflict nothing is written: the editor keeps their text
-    and sees every field of the newer revision beside it; only the explicit overwrite writes over it."""
+    """Edit the brief's working draft; "Submit for review" makes it the next revision.
+
+    The page's script autosaves the draft (draft_save); without it, "Save draft" does. On a
+    revision conflict nothing is written: the editor keeps their text and sees every field of the
+    newer revision beside it; only the explicit overwrite writes over it. A draft saved meanwhile
+    elsewhere is shown beside the editor's text; only "keep mine" saves over it."""
     require_role(request.user, Role.EDITOR, to="edit briefs")
     brief = access_brief(public_id, acting_user=request.user)
     if request.method != "POST":
-        latest = get_latest_revision(brief)
-        initial = {"base_number": 0, "title": brief.title, "body": ""}
-        if latest is not None:
-            initial = {"base_number": latest.number, "title": latest.title, "body": latest.body}
-        form = RevisionForm(initial=initial)
-        return render(request, "publishing/revision_form.html", {"brief": brief, "latest": latest, "form": form})
+        state = get_draft_state(brief)
+        form = RevisionForm(
+            initial=RevisionForm.initial_from(state.story, base_number=state.base_number, draft_version=state.version)
+        )
+        return render(request, "publishing/revision_form.html", _edit_context(brief, form, request))
 
     # The overwrite button names the newest revision the editor has seen in full and chose to
     # replace; any other submission is based on the revision the editor started from.
+    submitting = request.POST.get("action") == "submit" or "overwrite_number" in request.POST
     base_number = request.POST.get("overwrite_number") or request.POST.get("base_number")
     form = RevisionForm(request.POST)
     try:
         check_form_text(request, form)
         with transaction.atomic(durable=True):
-            revision, created = check_create_revision(
-                public_id,
-                base_number=base_number,
-                title=request.POST.get("title", ""),
-                body=request.POST.get("body", ""),
-                acting_user=request.user,
-            )
+            if submitting:
+                revision, created = check_submit_draft(
+                    public_id,
+                    version=request.POST.get("draft_version") or 0,
+                    base_number=base_number,
+                    story=_posted_story(request),
+                    acting_user=request.user,
+                )
+            else:
+                check_save_draft(
+                    public_id,
+                    version=request.POST.get("draft_version") or 0,
+                    base_number=base_number,
+                    story=_posted_story(request),
+                    acting_user=request.user,
+                )
     except RevisionConflict as exc:
         return _render_conflict(request, brief, exc)
+    except DraftConflict as exc:
+        return _render_draft_conflict(request, brief, exc)
     except GalleyError as exc:
         form.add_error(None, exc.message)
-        context = {"brief": brief, "latest": get_latest_revision(brief), "form": form}
-        return render(request, "publishing/revision_form.html", context, status=400)
+        return render(request, "publishing/revision_form.html", _edit_context(brief, form, request), status=400)
+    if not submitting:
+        messages.success(request, "Draft saved. It is not a revision yet: submit it for review when it is ready.")
+        return redirect("publishing:revision_edit", public_id)
     if created:
-        messages.success(request, f"Revision {revision.number} saved.")
+        messages.success(request, f"Revision {revision.number} submitted for review.")
     else:
         messages.info(request, f"No changes: revision {revision.number} already holds this text.")
     return redirect(revision)
+
+
+def _draft_fields(story: dict[str, Any]) -> dict[str, str]:
+    """A story's fields as the form holds them (tags as one comma line)."""
+    fields = story_fields(story)
+    return {**fields, "tags": ", ".join(fields["tags"])}
+
+
+def _render_draft_conflict(request: HttpRequest, brief: Brief, conflict: DraftConflict) -> HttpResponse:
+    """The edit form again with the editor's text, the draft saved meanwhile beside it; the form now
+    names that draft's version, so saving it again is the explicit "keep mine"."""
+    theirs = _draft_fields(conflict.draft.story)
+    form = RevisionForm({**request.POST.dict(), "draft_version": conflict.draft.version})
+    form.add_error(None, conflict.message)
+    fields = _side_by_side(theirs, _posted_story(request))
+    draft_conflict = {
+        "draft": conflict.draft,
+        "theirs": f"Draft saved meanwhile by {conflict.draft.updated_by}",
+        "fields": fields,
+    }
+    context = _edit_context(brief, form, request, draft_conflict=draft_conflict)
+    return render(request, "publishing/revision_form.html", context, status=409)
+
+
+_STORY_LABELS = {**{field.name: field.label for field in TEXT_FIELDS}, "tags": TAGS_LABEL}
+
+
+def _side_by_side(theirs: dict[str, str], mine: dict[str, str]) -> list[dict[str, Any]]:
+    """Every field of the story, theirs beside the editor's, for a conflict page."""
+    return [
+        {
+            "name": name,
+            "label": label,
+            "theirs": theirs[name],
+            "mine": mine[name],
+            "differs": theirs[name].strip() != mine[name].strip(),
+        }
+        for name, label in _STORY_LABELS.items()
+    ]
+
+
+def _draft_json(draft: Draft) -> dict[str, Any]:
+    return {
+        "version": draft.version,
+        "base_number": draft.base_number,
+        "updated_by": str(draft.updated_by),
+        "updated_at": draft.updated_at.isoformat(),
+        "story": _draft_fields(draft.story),
+    }
+
+
+@checks_own_form_text
+@require_POST
+def draft_save(request: HttpRequest, public_id: str) -> JsonResponse:
+    """The edit page's autosave (publishing/static/publishing/draft.js): 200 with the draft's new
+    version; 409 with the draft saved meanwhile (`theirs`); 423 while another editor holds it;
+    400 with the message for text that cannot be saved. Never a revision, never a notification."""
+    try:
+        check_form_text(request, RevisionForm())
+        with transaction.atomic(durable=True):
+            draft = check_save_draft(
+                public_id,
+                version=request.POST.get("draft_version"),
+                base_number=request.POST.get("base_number"),
+                story=_posted_story(request),
+                acting_user=request.user,
+            )
+    except DraftConflict as exc:
+        return JsonResponse({"message": exc.message, "theirs": _draft_json(exc.draft)}, status=409)
+    except DraftHeld as exc:
+        return JsonResponse({"message": exc.message, "holder": str(exc.holder)}, status=423)
+    except PermissionRefused as exc:
+        return JsonResponse({"message": exc.message}, status=403)
+    except NotFound as exc:
+        return JsonResponse({"message": exc.message}, status=404)
+    except GalleyError as exc:
+        return JsonResponse({"message": exc.message}, status=400)
+    return JsonResponse({"saved": _draft_json(draft)})
+
+
+@require_POST
+def draft_presence(request: HttpRequest, public_id: str) -> JsonResponse:
+    """The edit page's heartbeat (`typing=1` while the editor types, `leaving=1` as the page goes):
+    records their presence and answers who else is there and who holds the draft, as the page shows it."""
+    try:
+        with transaction.atomic(durable=True):
+            check_record_presence(
+                public_id,
+                typing=request.POST.get("typing") == "1",
+                leaving=request.POST.get("leaving") == "1",
+                acting_user=request.user,
+            )
+    except PermissionRefused as exc:
+        return JsonResponse({"message": exc.message}, status=403)
+    except NotFound as exc:
+        return JsonResponse({"message": exc.message}, status=404)
+    brief = access_brief(public_id, acting_user=request.user)
+    state = get_draft_state(brief)
+    presences = list_presences(brief, viewer=request.user)
+    return JsonResponse(
+        {
+            "held_by": str(held_by) if (held_by := get_other_holder(brief, state, viewer=request.user)) else "",
+            "html": render_to_string("publishing/_presence.html", {"presences": presences}, request=request),
+        }
+    )
+
+
+@require_POST
+def draft_take_over(request: HttpRequest, public_id: str) -> HttpResponse:
+    """ "Take over editing": the acting editor's saves go through, the other editor's page stops
+    saving. Answers JSON to the page's script, else back to the edit page."""
+    with transaction.atomic(durable=True):
+        draft = check_take_over_draft(public_id, acting_user=request.user)
+    if request.headers.get("Accept") == "application/json":
+        return JsonResponse(_draft_json(draft))
+    messages.success(request, "You took over editing: your saves go through now.")
+    return redirect("publishing:revision_edit", public_id)
 
 
 def _render_conflict(request: HttpRequest, brief: Brief, conflict: RevisionConflict) -> HttpResponse:
     """The edit form again, the editor's text kept and still based on the revision they started
     from, with the newer revision's every field beside it and what changed since that base."""
     newer = conflict.newer
-    form = RevisionForm({**request.POST.dict(), "base_number": conflict.base_number})
+    # The draft is as it was (a refused submission writes nothing); the form names its version, so
+    # the overwrite is refused only if the draft moves on again.
+    draft_version = get_draft_state(brief).version
+    form = RevisionForm({**request.POST.dict(), "base_number": conflict.base_number, "draft_version": draft_version})
     form.add_error(None, conflict.message)
     if newer is None or conflict.base_number > newer.number:
         # A base that does not exist is a damaged form, not someone else's edit.
-        return render(
-            request, "publishing/revision_form.html", {"brief": brief, "latest": newer, "form": form}, status=400
-        )
+        return render(request, "publishing/revision_form.html", _edit_context(brief, form, request), status=400)
     base = get_revision(brief, conflict.base_number) if conflict.base_number > 0 else None
-    # Every field of the payload, the form's first; one the form does not carry would be dropped by
-    # an overwrite, so it shows as missing from the editor's version.
-    names = ["title", "body", *sorted(set(newer.payload) - {"title", "body"})]
-    mine = {name: request.POST.get(name, "") for name in ("title", "body")}
-    fields = [
-        {
-            "label": name.replace("_", " ").capitalize(),
-            "theirs": str(newer.payload.get(name, "")),
-            "mine": mine.get(name, ""),
-            "differs": str(newer.payload.get(name, "")).strip() != mine.get(name, "").strip(),
-        }
-        for name in names
-    ]
+    # Every field of the story beside the editor's: the form carries them all, so an overwrite
+    # writes each as it is shown here.
+    theirs = _draft_fields(newer.payload)
+    fields = _side_by_side(theirs, _posted_story(request))
     context = {
-        "brief": brief,
+        **_edit_context(brief, form, request),
         "latest": newer,
-        "form": form,
-        "conflict": {"newer": newer, "fields": fields},
+        "conflict": {
+            "newer": newer,
+            "theirs": f"Revision {newer.number} (saved meanwhile by {newer.author})",
+            "fields": fields,
+        },
         "conflict_diff": diff_payloads(
             base.payload if base else None,
             newer.payload,

@@ -31,10 +31,10 @@ def test_browser__editor_writes_and_approver_approves(browser, live_server, make
     expect(editor).to_have_url(f"{live_server.url}{brief.get_absolute_url()}")
     expect(editor.get_by_text(f"{brief.public_id} created.")).to_be_visible()
     editor.get_by_role("link", name="Write the first revision").click()
-    expect(editor.get_by_label("Title")).to_have_value("Harbour strike")
+    expect(editor.get_by_label("Headline")).to_have_value("Harbour strike")
     editor.get_by_label("Body").fill("Dockers walked out at dawn.\nThe port is closed.")
-    editor.get_by_role("button", name="Save as a new revision").click()
-    expect(editor.get_by_text("Revision 1 saved.")).to_be_visible()
+    editor.get_by_role("button", name="Submit for review").click()
+    expect(editor.get_by_text("Revision 1 submitted for review.")).to_be_visible()
     screenshot(editor, "a1-editor-revision")
     revision = brief.revisions.get(number=1)
 
@@ -83,11 +83,11 @@ def test_browser__edit_conflict__second_editor_keeps_text(browser, live_server, 
         expect(page.get_by_label("Body")).to_have_value("Dockers walked out.")
 
     first.get_by_label("Body").fill("Dockers returned at noon.")
-    first.get_by_role("button", name="Save as a new revision").click()
-    expect(first.get_by_text("Revision 2 saved.")).to_be_visible()
+    first.get_by_role("button", name="Submit for review").click()
+    expect(first.get_by_text("Revision 2 submitted for review.")).to_be_visible()
     mine = "Talks resume at five.\nUnions <agree> & sign."
     second.get_by_label("Body").fill(mine)
-    second.get_by_role("button", name="Save as a new revision").click()
+    second.get_by_role("button", name="Submit for review").click()
 
     expect(second.get_by_text("Revision 2 was saved while you were editing revision 1.")).to_be_visible()
     assert second.get_by_label("Body").input_value() == mine
@@ -97,5 +97,5 @@ def test_browser__edit_conflict__second_editor_keeps_text(browser, live_server, 
     assert not brief.revisions.filter(number=3).exists()
 
     second.get_by_role("button", name="Overwrite revision 2 with my version").click()
-    expect(second.get_by_text("Revision 3 saved.")).to_be_visible()
+    expect(second.get_by_text("Revision 3 submitted for review.")).to_be_visible()
     assert brief.revisions.get(number=3).body.splitlines() == mine.splitlines()

@@ -73,7 +73,7 @@ def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_bu
         started = time.monotonic()
         response = client.post(
             reverse("publishing:revision_edit", args=[brief.public_id]),
-            {"base_number": revision.number, "title": "Harbour strike", "body": typed},
+            {"action": "submit", "base_number": revision.number, "title": "Harbour strike", "body": typed},
         )
         answered_in = time.monotonic() - started
         assert not released.is_set(), "the save waited for the holder"
@@ -108,7 +108,7 @@ def test_finalize__brief_lock_held__waits_not_failure_and_editor_save_answers_bu
     # Once the brief is free, the same save goes through.
     response = client.post(
         reverse("publishing:revision_edit", args=[brief.public_id]),
-        {"base_number": revision.number, "title": "Harbour strike", "body": typed},
+        {"action": "submit", "base_number": revision.number, "title": "Harbour strike", "body": typed},
     )
     assert response.status_code == 302
     assert brief.revisions.count() == 2

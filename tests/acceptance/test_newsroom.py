@@ -281,8 +281,8 @@ def test_newsroom__approval_publishes__word_diff_against_published__restore(brow
     assert re.search(r"\bport\b", first_body), first_body
     body.fill(re.sub(r"\bport\b", "harbour", first_body))
     shoot(editor, "09-edit")
-    editor.get_by_role("button", name="Save as a new revision").click()
-    expect(editor.get_by_text("Revision 2 saved.")).to_be_visible()
+    editor.get_by_role("button", name="Submit for review").click()
+    expect(editor.get_by_text("Revision 2 submitted for review.")).to_be_visible()
     expect(editor).to_have_url(newsroom.revision_url(2))
 
     # Revision 1 is the published one: the diff against the previous revision is the one against it.

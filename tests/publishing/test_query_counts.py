@@ -37,8 +37,9 @@ DASHBOARD = 7
 # and revisions once more for the rest of the page (the revision links and the compare form's
 # numbers come from the latest revision's number); the badge's publish and verify operations; the
 # nav's counts; the review block (open assignment, the approvers to assign to, threads, their
-# replies). None of them is per revision, decision, comment or brief in the list.
-BRIEF_PAGE = 23
+# replies); who else has the draft open. None of them is per revision, decision, comment or brief
+# in the list.
+BRIEF_PAGE = 24
 # The revision page (as tests/publishing/test_diff_views.py counts it): the brief, the revision, the
 # latest, the previous and published ones (one query), decisions, the restore note, the valid
 # approval, the publication state (operations with attempts, publication), the nav's counts, the

@@ -98,7 +98,7 @@ ACTIONS = {
     "edit POST": (
         "post",
         "/briefs/{brief}/edit/",
-        {"base_number": "1", "title": "Harbour strike", "body": "Dockers returned at noon."},
+        {"action": "submit", "base_number": "1", "title": "Harbour strike", "body": "Dockers returned at noon."},
         {
             "editor": Outcome(302, location="/briefs/{brief}/revisions/2/", writes={"Revision": 1, "AuditEvent": 1}),
             "approver": NOT_EDITOR_EDIT,
@@ -396,14 +396,14 @@ def test_edit__conflict__keeps_editors_text_shows_newer_revision_and_writes_noth
     first_form = form_values(first.get(url), containing="base_number")
     second_form = form_values(second.get(url), containing="base_number")
     assert first_form["base_number"] == second_form["base_number"] == "1"
-    assert first.post(url, {**first_form, "body": "Dockers returned at noon."}).status_code == 302
+    assert first.post(url, {**first_form, "action": "submit", "body": "Dockers returned at noon."}).status_code == 302
     mine = {
         "title": 'Strike "over" & talks <resume>',
         "body": "Talks resume at 5 o'clock.\nUnions <agree> & sign.",
     }
     before = db_counts()
 
-    response = second.post(url, {**second_form, **mine})
+    response = second.post(url, {**second_form, "action": "submit", **mine})
 
     assert response.status_code == 409
     assertContains(
@@ -444,8 +444,10 @@ def test_nothing_lost__edit_conflict__saving_the_conflict_form_again_keeps_the_o
     tab_a, tab_b = client_for(editor), client_for(editor)
     form_a = form_values(tab_a.get(url), containing="base_number")
     form_b = form_values(tab_b.get(url), containing="base_number")
-    assert tab_a.post(url, {**form_a, "title": "Harbour strike ends"}).status_code == 302
-    conflict = tab_b.post(url, {**form_b, "body": "Dockers walked out at dawn; ships wait offshore."})
+    assert tab_a.post(url, {**form_a, "action": "submit", "title": "Harbour strike ends"}).status_code == 302
+    conflict = tab_b.post(
+        url, {**form_b, "action": "submit", "body": "Dockers walked out at dawn; ships wait offshore."}
+    )
     assert conflict.status_code == 409
     fields = conflict.content.decode().split('id="conflict-fields"')[1].split("</table>")[0]
     title_row = fields.split('data-field="title"')[1].split("</tr>")[0]
@@ -477,7 +479,7 @@ def test_edit__overwrite_of_a_revision_no_longer_newest__conflict_again(editor, 
     form = form_values(mine.get(url), containing="base_number")
     edna = make_user("edna", Role.EDITOR)
     revise(brief, "Theirs, revision 2.", by=edna)
-    conflict = mine.post(url, {**form, "body": "Mine."})
+    conflict = mine.post(url, {**form, "action": "submit", "body": "Mine."})
     assert form_buttons(conflict, containing="base_number") == [("overwrite_number", "2")]
     revise(brief, "Theirs, revision 3.", by=edna)
     before = db_counts()
@@ -494,7 +496,7 @@ def test_edit__same_submission_twice__second_writes_nothing(client, editor, brie
     revise(brief, "Dockers walked out at dawn.")
     client.force_login(editor)
     url = reverse("publishing:revision_edit", args=[brief.public_id])
-    data = {"base_number": "1", "title": "Harbour strike", "body": "Dockers returned at noon."}
+    data = {"action": "submit", "base_number": "1", "title": "Harbour strike", "body": "Dockers returned at noon."}
     assert client.post(url, data).status_code == 302
     before = db_counts()
 
@@ -519,7 +521,7 @@ def test_edit__forged_base_number__refused_with_message(client, editor, brief, r
 
     response = client.post(
         reverse("publishing:revision_edit", args=[brief.public_id]),
-        {"base_number": base_number, "title": "Harbour strike", "body": "Forged."},
+        {"action": "submit", "base_number": base_number, "title": "Harbour strike", "body": "Forged."},
     )
 
     assertContains(response, message, status_code=400)
