@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import overload
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
@@ -85,3 +85,12 @@ def list_briefs(*, query: str = "", status: str = "") -> BriefList:
     if status:
         briefs = briefs.filter(status=status)
     return BriefList(briefs)
+
+
+def list_headlines(public_ids: Iterable[str]) -> dict[str, str]:
+    """The current headline of each of these briefs, by public id (one query; none for no ids)."""
+    wanted = sorted(set(public_ids))
+    if not wanted:
+        return {}
+    briefs = Brief.objects.filter(public_id__in=wanted).annotate(headline=current_headline())
+    return dict(briefs.values_list("public_id", "headline"))
