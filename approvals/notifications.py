@@ -27,6 +27,7 @@ from approvals.sql import COALESCE_NOTIFICATION_SQL, PUBLISHED_RECIPIENTS_SQL
 from publishing.identities import PUBLICATION_KINDS
 from publishing.models import Brief, Revision
 from publishing.roles import Role
+from publishing.selectors.briefs import list_headlines
 from publishing.sql import from_row
 from workers.actions.enqueue import enqueue_operation
 from workers.prepared import execute_prepared
@@ -112,11 +113,12 @@ def do_notify_assigned(assignment: Assignment, *, acting_user: User) -> None:
         if assignment.assignee is not None
         else User.objects.filter(is_active=True, groups=assignment.group_id).order_by("id")
     )
+    headline = list_headlines([brief.public_id])[brief.public_id]
     do_notify(
         recipients,
         event=Notification.Event.ASSIGNED,
         brief=brief,
-        message=f"{acting_user} asked you to review {brief.public_id} “{brief.title}”.",
+        message=f"{acting_user} asked you to review {brief.public_id} “{headline}”.",
         acting_user=acting_user,
     )
 

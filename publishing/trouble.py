@@ -110,12 +110,13 @@ def tell_publication(state: str, *, publication: Publication | None, operations:
         unfinished = [op for op in operations if op.status not in (OperationStatus.SUCCEEDED,)]
         return _under_way(unfinished[-1] if unfinished else operations[-1], publication)
     if state in ("superseded", "cancelled"):
+        # Galley records why in plain words ("cancelled by an operator: wrong desk", "revision 3 is
+        # published"): said as it is.
         ended = next((op for op in operations if op.status == state), None)
-        why = _reason(ended) if ended is not None else ""
-        if state == "superseded":
-            return Told(f"Not published: a newer revision took its place{why}", NOTHING_TO_DO, state)
-        return Told(f"Not published: an operator cancelled it{why}", NOTHING_TO_DO, state)
-    return Told("Not published", tone="none")
+        fallback = "a newer revision took its place" if state == "superseded" else "an operator cancelled it"
+        why = ended.last_error_message.strip() if ended is not None else ""
+        return Told(f"Not published: {why or fallback}", NOTHING_TO_DO, state)
+    return Told("Nothing has been sent to the website yet", tone="none")
 
 
 def tell_brief_publishing(operations: Sequence[Operation]) -> Told | None:

@@ -31,6 +31,11 @@ class PublicationState:
         return self.state == "publishing"
 
     @property
+    def badge_label(self) -> str:
+        """The badge beside the told sentence (which says why a publication ended)."""
+        return "Not published" if self.state in ("superseded", "cancelled") else self.label
+
+    @property
     def told(self) -> Told:
         """The state in plain words, with the reader's next step (publishing.trouble)."""
         return tell_publication(self.state, publication=self.publication, operations=self.operations)

@@ -1,7 +1,7 @@
 """The editor's pages pass axe-core (axe-playwright-python) with no serious or critical violation —
 names for every control, contrast, landmarks, keyboard focus — at 1280 px and at 390 px, in Chromium:
-the dashboard, a brief's page, a revision's page (with a publish in trouble, told in plain words) and
-the inbox. Each page is saved as plain-<page>-desktop/-phone (tests/browser.py)."""
+the dashboard, a brief's page, a revision's page (with a publish in trouble, told in plain words), the
+inbox and the notifications. Each page is saved as plain-<page>-desktop/-phone (tests/browser.py)."""
 
 from __future__ import annotations
 
@@ -89,6 +89,14 @@ def test_axe__dashboard_brief_revision_and_inbox__no_serious_violation_at_both_w
     page.goto(f"{live_server.url}/inbox/")
     expect(page.get_by_role("cell", name="Dockers stop the port for a second day")).to_be_visible()
     assert_no_serious_violations(page, "inbox")
+
+    # One brief's two submissions are one notification, naming the newest revision.
+    page.goto(f"{live_server.url}/notifications/")
+    submitted = page.get_by_test_id("notification").filter(has_text=review.public_id).filter(has_text="Submitted")
+    expect(submitted).to_have_count(1)
+    expect(submitted).to_contain_text("2 updates")
+    expect(submitted).to_contain_text("Revision 2 of")
+    assert_no_serious_violations(page, "notifications")
 
 
 def test_keyboard__tab_reaches_the_search_and_shows_a_focus_ring(browser, live_server, newsroom):

@@ -66,4 +66,6 @@ def test_inbox_and_notifications__name_the_brief_by_its_current_headline(editor,
 
     assertContains(inbox, f'<td class="inbox-title">{HEADLINE}</td>', html=False)
     assert Notification.objects.filter(recipient=approver).count() == 2  # submitted, assigned
+    assigned = Notification.objects.get(recipient=approver, event=Notification.Event.ASSIGNED)
+    assert assigned.message == f"eddie asked you to review {retitled.public_id} “{HEADLINE}”."
     assertContains(notifications, f"<code>{retitled.public_id}</code> {HEADLINE}", count=2, html=False)

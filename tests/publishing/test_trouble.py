@@ -103,14 +103,17 @@ def test_sending_and_verifying__plain__nothing_to_do():
     assert verifying == "On the website; Galley is checking that it shows the approved text — nothing to do"
 
 
-def test_superseded_and_cancelled__not_published__nothing_to_do():
-    superseded = operation(OperationStatus.SUPERSEDED, message="revision 4 was approved")
-    cancelled = operation(OperationStatus.CANCELLED, message="wrong desk")
+def test_superseded_and_cancelled__not_published_and_why__nothing_to_do():
+    superseded = operation(OperationStatus.SUPERSEDED, message="revision 4 is published")
+    cancelled = operation(OperationStatus.CANCELLED, message="cancelled by an operator: wrong desk")
 
-    assert told("superseded", superseded) == (
-        "Not published: a newer revision took its place (revision 4 was approved) — nothing to do"
-    )
-    assert told("cancelled", cancelled) == "Not published: an operator cancelled it (wrong desk) — nothing to do"
+    assert told("superseded", superseded) == "Not published: revision 4 is published — nothing to do"
+    assert told("cancelled", cancelled) == "Not published: cancelled by an operator: wrong desk — nothing to do"
+    assert told("cancelled", operation(OperationStatus.CANCELLED)).startswith("Not published: an operator cancelled it")
+
+
+def test_not_sent__said_so__no_step():
+    assert told("none") == "Nothing has been sent to the website yet"
 
 
 def test_brief_status__only_a_publish_in_trouble_is_told():
