@@ -26,7 +26,6 @@ from workers.models import Attempt, Operation, OperationStatus
 
 # Who did it, when no person did: the pipeline and the publisher run in workers.
 GALLEY = "Galley"
-WORKER = "a worker"
 
 
 @dataclass(frozen=True)
@@ -70,13 +69,9 @@ def _revision_url(public_id: str, number: int) -> str:
 
 
 def _operation_label(operation: Operation) -> tuple[str, str]:
-    """What the operation does, in words, and the revision page it concerns (if any)."""
-    arguments = operation.arguments or {}
+    """What the operation (not a summary step: those are inside their run's entry) does, in words,
+    and the revision page it concerns (if any)."""
     number = operation.subject_version
-    if operation.kind == SUMMARY_STEP:
-        step = arguments.get("step", "")
-        label = SummaryStep(step).label if step in SummaryStep.values else str(step)
-        return f"Summary run {arguments.get('run', '?')}, step “{label}”", ""
     if operation.kind in (PUBLISH, VERIFY, DRIFT_CHECK, REPUBLISH) and isinstance(number, int):
         verb = {PUBLISH: "Publish", VERIFY: "Read-back check", DRIFT_CHECK: "Drift check", REPUBLISH: "Republish"}
         return f"{verb[operation.kind]} of revision {number}", _revision_url(operation.subject_id, number)

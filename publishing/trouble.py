@@ -107,7 +107,7 @@ def tell_publication(state: str, *, publication: Publication | None, operations:
     if stuck is not None:
         return _stopped(stuck)
     if state == "publishing":
-        unfinished = [op for op in operations if op.status not in (OperationStatus.SUCCEEDED,)]
+        unfinished = [op for op in operations if op.status != OperationStatus.SUCCEEDED]
         return _under_way(unfinished[-1] if unfinished else operations[-1], publication)
     if state in ("superseded", "cancelled"):
         # Galley records why in plain words ("cancelled by an operator: wrong desk", "revision 3 is
