@@ -2,6 +2,10 @@
 committed (approvals.notifications wrote the intent with the notification). A worker entry point,
 thin like a view (as publishing.handlers); registered in approvals.apps.
 
+A "submitted for review" notification whose revision a newer one superseded before the email went
+out is not sent: the operation ends superseded, on record with why (the reviewer's notification
+itself took the newer revision, approvals.notifications, and its own email tells that one).
+
 Idempotent: a notification whose emailed_at is set is never sent again, and emailed_at is set in
 the fenced finalize, so a second run after a success sends nothing. The one window left is a
 crash (or a lost lease) between the backend's acceptance and the finalize: then the email goes
@@ -16,7 +20,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from approvals.notifications import do_record_notification_emailed
-from approvals.selectors import get_notification_for_email
+from approvals.selectors import get_notification_for_email, get_superseding_revision_number
 from workers.actions.claims import renew_lease
 from workers.errors import FailureKind, OperationFailed, Superseded
 from workers.registry import ClaimedOperation, Success
@@ -29,6 +33,11 @@ def handle_notification_email(claimed: ClaimedOperation) -> Success:
     address = notification.recipient.email
     if not address:
         raise Superseded(f"{notification.recipient} has no email address any more")
+    newer = get_superseding_revision_number(notification)
+    if newer is not None:
+        raise Superseded(
+            f"revision {notification.revision_number} was superseded by revision {newer} before this email went out"
+        )
     # Fence check immediately before the side effect: a worker that lost its lease stops here.
     renew_lease(claimed)
     site = str(settings.GALLEY_PUBLIC_URL or "").rstrip("/")

@@ -133,11 +133,23 @@ class NotificationEvent(models.TextChoices):
 
 
 class Notification(models.Model):
-    """One event told to one user: in the app (unread until read_at) and by one email.
+    """Events of one kind on one brief told to one user: in the app (unread until read_at) and by one
+    email.
+
+    Coalesced (approvals.notifications.do_notify): while it is unread, the next event of its kind on
+    its brief updates it — `count` grows, the message, revision number and created_at become the
+    latest event's — instead of adding a row, so a reviewer sees one "submitted" notification naming
+    the newest revision, never one per superseded revision. Read, it is history; the next event
+    starts a new one.
 
     Written in the transaction of the event it tells; its email goes out later, from a worker,
     through the operation `email:notification-<id>` written in that same transaction, which sets
-    emailed_at when the email has been handed to the email backend.
+    emailed_at when the email has been handed to the email backend. The email tells the
+    notification as it stands when it is sent; one that was sent is not sent again for the events
+    coalesced into it afterwards.
+
+    Database guards: one unread notification per recipient, brief and event
+    (notification_one_unread_per_brief_event, the arbiter of the coalescing insert); count >= 1.
     """
 
     Event = NotificationEvent
@@ -147,7 +159,8 @@ class Notification(models.Model):
     brief = models.ForeignKey(Brief, on_delete=models.PROTECT, related_name="+")
     revision_number = models.PositiveIntegerField(null=True, blank=True)
     message = models.CharField(max_length=500)
-    created_at = models.DateTimeField(default=timezone.now)
+    count = models.PositiveIntegerField(default=1, help_text="How many events it tells (coalesced while unread).")
+    created_at = models.DateTimeField(default=timezone.now, help_text="When its latest event happened.")
     read_at = models.DateTimeField(null=True, blank=True)
     emailed_at = models.DateTimeField(null=True, blank=True)
 
@@ -156,6 +169,12 @@ class Notification(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(event__in=NotificationEvent.values), name="notification_event_valid"
+            ),
+            models.CheckConstraint(condition=models.Q(count__gte=1), name="notification_count_positive"),
+            models.UniqueConstraint(
+                fields=["recipient", "brief", "event"],
+                condition=models.Q(read_at__isnull=True),
+                name="notification_one_unread_per_brief_event",
             ),
         ]
         indexes = [

@@ -1,5 +1,9 @@
 """Notifications: written in the transaction of the event they tell, each with the intent to email it.
 
+Notifications coalesce per brief: while a recipient's notification of an event on a brief is unread,
+the next such event updates it (approvals.models.Notification), so one submission is one notification
+and a superseded revision is never told beside its successor.
+
 The email itself is a network call, so it never happens here: each notification's operation
 `email:notification-<id>` commits with it (docs/invariants.md#i5) and a worker sends it
 (approvals.handlers). Publishing's events (a revision submitted, a revision published) and the
@@ -19,10 +23,11 @@ from django.utils import timezone
 from psycopg.rows import dict_row
 
 from approvals.models import Approval, Assignment, Comment, Notification
-from approvals.sql import PUBLISHED_RECIPIENTS_SQL
+from approvals.sql import COALESCE_NOTIFICATION_SQL, PUBLISHED_RECIPIENTS_SQL
 from publishing.identities import PUBLICATION_KINDS
 from publishing.models import Brief, Revision
 from publishing.roles import Role
+from publishing.selectors.briefs import list_headlines
 from publishing.sql import from_row
 from workers.actions.enqueue import enqueue_operation
 from workers.prepared import execute_prepared
@@ -44,9 +49,12 @@ def do_notify(
     message: str,
     revision_number: int | None = None,
     acting_user: User | None = None,
-) -> list[Notification]:
-    """One notification per recipient (never the actor, never twice, only active accounts), each
-    with its email intent when the recipient has an address, in the caller's transaction."""
+) -> list[int]:
+    """Tell each recipient (never the actor, never twice, only active accounts), in the caller's
+    transaction; returns the notifications' ids. Coalesced per brief (Notification): a recipient's
+    unread notification of this event on this brief takes this event rather than a new row being
+    added. A new notification comes with its email intent when the recipient has an address; one
+    that took the event keeps the intent it has, which sends it as it stands then (or has sent it)."""
     seen: set[int] = set()
     chosen = []
     for user in recipients:
@@ -54,21 +62,30 @@ def do_notify(
             continue
         seen.add(user.pk)
         chosen.append(user)
-    notifications = Notification.objects.bulk_create(
-        Notification(recipient=user, event=event, brief=brief, revision_number=revision_number, message=message[:500])
-        for user in chosen
-    )
-    for notification in notifications:
-        if not notification.recipient.email:
+    if not chosen:
+        return []
+    params = {
+        "recipients": [user.pk for user in chosen],
+        "event": event,
+        "brief_id": brief.pk,
+        "revision_number": revision_number,
+        "message": message[:500],
+    }
+    with execute_prepared(COALESCE_NOTIFICATION_SQL, params, row_factory=dict_row) as cursor:
+        written = cursor.fetchall()
+    by_id = {user.pk: user for user in chosen}
+    for row in written:
+        recipient = by_id[row["recipient_id"]]
+        if not row["created"] or not recipient.email:
             continue
         enqueue_operation(
-            key=notification_email_key(notification.pk),
+            key=notification_email_key(row["id"]),
             kind=NOTIFICATION_EMAIL,
-            payload_hash=hashlib.sha256(f"{notification.recipient_id}\n{message}".encode()).hexdigest(),
+            payload_hash=hashlib.sha256(f"{recipient.pk}\n{message}".encode()).hexdigest(),
             subject_type="notification",
-            subject_id=str(notification.pk),
+            subject_id=str(row["id"]),
         )
-    return notifications
+    return [row["id"] for row in written]
 
 
 def _members(role: Role) -> list[User]:
@@ -96,11 +113,12 @@ def do_notify_assigned(assignment: Assignment, *, acting_user: User) -> None:
         if assignment.assignee is not None
         else User.objects.filter(is_active=True, groups=assignment.group_id).order_by("id")
     )
+    headline = list_headlines([brief.public_id])[brief.public_id]
     do_notify(
         recipients,
         event=Notification.Event.ASSIGNED,
         brief=brief,
-        message=f"{acting_user} asked you to review {brief.public_id} “{brief.title}”.",
+        message=f"{acting_user} asked you to review {brief.public_id} “{headline}”.",
         acting_user=acting_user,
     )
 

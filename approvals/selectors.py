@@ -9,7 +9,7 @@ from psycopg.rows import dict_row
 
 from approvals.models import Approval, Assignment, Comment, Notification
 from approvals.sql import VALID_APPROVAL_SQL
-from publishing.models import Brief, Revision
+from publishing.models import Brief, Revision, current_headline
 from publishing.roles import Role
 from publishing.sql import from_row
 from workers.prepared import execute_prepared
@@ -66,6 +66,7 @@ def list_inbox(user: User) -> QuerySet[Brief]:
         .annotate(
             current_number=Subquery(current.values("number")[:1]),
             waiting_since=Subquery(current.values("created_at")[:1]),
+            headline=current_headline(),
         )
         .only("public_id", "title", "status")
         .order_by("waiting_since", "id")
@@ -136,9 +137,26 @@ def list_notifications(user: User) -> QuerySet[Notification]:
     return (
         Notification.objects.filter(recipient=user)
         .select_related("brief")
-        .only("event", "message", "created_at", "read_at", "revision_number", "brief__public_id", "brief__title")
+        .only(
+            "event", "message", "created_at", "read_at", "revision_number", "count", "brief__public_id", "brief__title"
+        )
+        .annotate(brief_headline=current_headline("brief_id", title="brief__title"))
     )
 
 
 def get_notification_for_email(notification_id: int) -> Notification:
     return Notification.objects.select_related("recipient", "brief").get(id=notification_id)
+
+
+def get_superseding_revision_number(notification: Notification) -> int | None:
+    """For a "submitted for review" notification, the brief's latest revision number when it is newer
+    than the notification's revision (the review it asked for is of a superseded revision); else None."""
+    if notification.event != Notification.Event.SUBMITTED or notification.revision_number is None:
+        return None
+    latest = (
+        Revision.objects.filter(brief_id=notification.brief_id, number__gt=notification.revision_number)
+        .order_by("-number")
+        .values_list("number", flat=True)
+        .first()
+    )
+    return latest

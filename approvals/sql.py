@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
-from approvals.models import Approval
+from approvals.models import Approval, Notification
 from publishing.models import Revision
 from publishing.sql import columns
 from workers.sql import sql_literal
@@ -18,6 +18,7 @@ from workers.sql import sql_literal
 _APPROVAL = Approval._meta.db_table
 _REVISION = Revision._meta.db_table
 _USER = User._meta.db_table
+_NOTIFICATION = Notification._meta.db_table
 
 
 def valid_approval_of(revision: str, *, approval: str = "a") -> str:
@@ -59,3 +60,18 @@ WHERE u.id = %(author_id)s
                WHERE r.brief_id = %(brief_id)s AND r.number = %(number)s AND a.decision = %(approved)s)
 ORDER BY u.id <> %(author_id)s, u.id
 """  # noqa: S608 -- table names from the models; every value is a parameter
+
+# The coalescing write of a notification to each of %(recipients)s (approvals.notifications.do_notify):
+# a recipient's unread notification of this event on this brief takes the new event (count + 1, its
+# message, revision number and time) instead of a second row being added; otherwise a new one. The
+# partial unique index notification_one_unread_per_brief_event is the arbiter, so two events at once
+# still make one unread notification. `created` tells which rows are new (they need their email intent).
+COALESCE_NOTIFICATION_SQL = f"""
+INSERT INTO {_NOTIFICATION} AS n (recipient_id, event, brief_id, revision_number, message, count, created_at)
+SELECT recipient_id, %(event)s::text, %(brief_id)s::bigint, %(revision_number)s::integer, %(message)s::text, 1, now()
+FROM unnest(%(recipients)s::integer[]) AS recipient_id
+ON CONFLICT (recipient_id, brief_id, event) WHERE read_at IS NULL DO UPDATE
+SET count = n.count + 1, message = EXCLUDED.message, revision_number = EXCLUDED.revision_number,
+    created_at = EXCLUDED.created_at
+RETURNING n.id, n.recipient_id, n.count, (n.count = 1) AS created
+"""  # noqa: S608 -- the model's table; every value is a parameter

@@ -1,5 +1,9 @@
 """The brief page's timeline: everything that happened to one brief, as one list, newest first.
 
+An AI summary run is one entry ("AI summary: ready"), its steps folded inside it; an operation (a
+publish, its read-back check) is one entry, its tries folded inside it, told plainly
+(publishing.trouble); workers, tokens, keys and hashes are its engineer detail.
+
 A selector module: eight queries whatever the number of revisions, runs, operations, attempts,
 decisions or comments (each kind is read once, with what its entries name joined in)."""
 
@@ -17,17 +21,28 @@ from publishing.models import Brief, Publication, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, has_role
 from publishing.selectors.summaries import RunOutcome, get_run_outcome
 from publishing.summary_rules import SummaryStep
+from publishing.trouble import OPERATION_OUTCOME, tell_attempt
 from workers.models import Attempt, Operation, OperationStatus
 
 # Who did it, when no person did: the pipeline and the publisher run in workers.
 GALLEY = "Galley"
-WORKER = "a worker"
+
+
+@dataclass(frozen=True)
+class TimelineStep:
+    """One step inside an entry (an AI run's steps, an operation's attempts), shown folded."""
+
+    at: datetime.datetime | None
+    description: str
+    status: str = ""
+    status_label: str = ""
+    text: str = ""
 
 
 @dataclass(frozen=True)
 class TimelineEntry:
     at: datetime.datetime
-    kind: str  # revision | summary_run | operation | attempt | decision | comment | assignment | publication
+    kind: str  # revision | summary_run | operation | decision | comment | assignment | publication
     actor: str
     description: str
     status: str = ""  # a status badge (its CSS name) and its label, if the entry has one
@@ -38,6 +53,9 @@ class TimelineEntry:
     # Engineer detail (hashes, fencing tokens, worker ids, operation keys): folded away unless
     # the viewer is an operator.
     detail: tuple[tuple[str, str], ...] = ()
+    # What it was made of, in plain words (an AI run's steps, an operation's attempts): folded.
+    steps: tuple[TimelineStep, ...] = ()
+    steps_label: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,63 +69,69 @@ def _revision_url(public_id: str, number: int) -> str:
 
 
 def _operation_label(operation: Operation) -> tuple[str, str]:
-    """What the operation does, in words, and the revision page it concerns (if any)."""
-    arguments = operation.arguments or {}
+    """What the operation (not a summary step: those are inside their run's entry) does, in words,
+    and the revision page it concerns (if any)."""
     number = operation.subject_version
-    if operation.kind == SUMMARY_STEP:
-        step = arguments.get("step", "")
-        label = SummaryStep(step).label if step in SummaryStep.values else str(step)
-        return f"Summary run {arguments.get('run', '?')}, step “{label}”", ""
     if operation.kind in (PUBLISH, VERIFY, DRIFT_CHECK, REPUBLISH) and isinstance(number, int):
         verb = {PUBLISH: "Publish", VERIFY: "Read-back check", DRIFT_CHECK: "Drift check", REPUBLISH: "Republish"}
         return f"{verb[operation.kind]} of revision {number}", _revision_url(operation.subject_id, number)
     return operation.kind.replace("_", " ").capitalize(), ""
 
 
-def _operation_entries(operation: Operation) -> list[TimelineEntry]:
-    label, link = _operation_label(operation)
-    entries = [
-        TimelineEntry(
-            at=operation.created_at,
-            kind="operation",
-            actor=GALLEY,
-            description=f"{label} queued",
-            status=str(operation.status),
-            status_label=operation.get_status_display(),
-            link=link,
-            link_label="the revision" if link else "",
-            text=operation.last_error_message if operation.needs_operator else "",
-            detail=(
-                ("Operation key", operation.key),
-                ("Payload hash", operation.payload_hash),
-                ("Attempts", f"{operation.attempts} of {operation.max_attempts}"),
-            ),
-        )
-    ]
+def _attempt_steps(operation: Operation) -> tuple[tuple[TimelineStep, ...], tuple[tuple[str, str], ...]]:
+    """An operation's attempts: in plain words (the steps) and as engineer detail (worker, token, timings)."""
+    steps, detail = [], []
     attempt: Attempt
     for attempt in operation.attempt_set.all():
-        outcome = attempt.get_outcome_display() or ("running" if attempt.finished_at is None else "ended")
-        if attempt.error_kind:
-            outcome += f" ({attempt.error_kind}{f' {attempt.http_status}' if attempt.http_status else ''})"
-        if attempt.duration_ms is not None:
-            outcome += f", {attempt.duration_ms} ms"
-        entries.append(
-            TimelineEntry(
+        finished = attempt.finished_at is not None or bool(attempt.outcome)
+        said = tell_attempt(outcome=attempt.outcome, error_kind=attempt.error_kind, finished=finished)
+        steps.append(
+            TimelineStep(
                 at=attempt.started_at,
-                kind="attempt",
-                actor=WORKER,
-                description=f"{label}, attempt {attempt.number}: {outcome}",
+                description=f"Try {attempt.number}: {said}",
                 status=attempt.outcome or "running",
                 status_label=attempt.get_outcome_display() or "Running",
-                text=attempt.error_message,
-                detail=(
-                    ("Worker", attempt.worker_id),
-                    ("Fencing token", str(attempt.fencing_token)),
-                    ("Operation key", operation.key),
-                ),
             )
         )
-    return entries
+        machine = f"worker {attempt.worker_id}, fencing token {attempt.fencing_token}"
+        if attempt.error_kind:
+            machine += f", {attempt.error_kind}{f' {attempt.http_status}' if attempt.http_status else ''}"
+        if attempt.duration_ms is not None:
+            machine += f", {attempt.duration_ms} ms"
+        if attempt.error_message:
+            machine += f": {attempt.error_message[:300]}"
+        detail.append((f"Attempt {attempt.number}", machine))
+    return tuple(steps), tuple(detail)
+
+
+def _operation_entry(operation: Operation) -> TimelineEntry:
+    """One entry per operation, at the time it was queued (its outcome is the entry's status; the
+    publication it made is an entry of its own, after it), its attempts folded inside it."""
+    label, link = _operation_label(operation)
+    steps, attempts_detail = _attempt_steps(operation)
+    outcome = OPERATION_OUTCOME.get(operation.status, operation.get_status_display().lower())
+    if operation.needs_operator:
+        outcome += ", needs an operator"
+    tries = len(steps)
+    return TimelineEntry(
+        at=operation.created_at,
+        kind="operation",
+        actor=GALLEY,
+        description=f"{label}: {outcome}" + (f" after {tries} tries" if tries > 1 else ""),
+        status=str(operation.status),
+        status_label=operation.get_status_display(),
+        link=link,
+        link_label="the revision" if link else "",
+        text=operation.last_error_message if operation.needs_operator else "",
+        detail=(
+            ("Operation key", operation.key),
+            ("Payload hash", operation.payload_hash),
+            ("Attempts", f"{operation.attempts} of {operation.max_attempts}"),
+            *attempts_detail,
+        ),
+        steps=steps,
+        steps_label=f"{tries} tr{'y' if tries == 1 else 'ies'}",
+    )
 
 
 def _revision_entry(public_id: str, revision: Revision) -> TimelineEntry:
@@ -122,42 +146,52 @@ def _revision_entry(public_id: str, revision: Revision) -> TimelineEntry:
     )
 
 
-def _run_entries(run: SummaryRun, outcome: RunOutcome) -> list[TimelineEntry]:
-    entries = [
-        TimelineEntry(
-            at=run.created_at,
-            kind="summary_run",
-            actor=GALLEY,
-            description=f"Summary run {run.number} started on the source material",
-            status=outcome.state,
-            status_label=outcome.label,
-            detail=(("Source hash", run.source_hash),),
-        )
-    ]
-    if outcome.state == "stopped" and outcome.at is not None:
-        entries.append(
-            TimelineEntry(
-                at=outcome.at,
-                kind="summary_run",
-                actor=GALLEY,
-                description=f"Summary run {run.number} stopped at step “{outcome.step}”; no revision came of it",
-                status=outcome.state,
-                status_label=outcome.label,
-                text=outcome.reason,
+# An AI run's outcome, after "AI summary: ".
+_RUN_SAID = {"running": "working", "completed": "ready", "superseded": "replaced by a newer run"}
+
+
+def _run_entry(public_id: str, run: SummaryRun, outcome: RunOutcome, step_operations: list[Operation]) -> TimelineEntry:
+    """One entry per AI summary run, at its latest change; its steps (and their tries) folded inside."""
+    said = _RUN_SAID.get(outcome.state, outcome.label.lower())
+    if outcome.state == "stopped":
+        said = f"failed at step “{outcome.step}”" + ("" if run.revision_id else "; no revision came of it")
+    steps = [TimelineStep(at=run.created_at, description="Started on the source material")]
+    detail: list[tuple[str, str]] = [("Source hash", run.source_hash)]
+    latest = run.finished_at or outcome.at or run.created_at
+    for operation in step_operations:
+        step = (operation.arguments or {}).get("step", "")
+        label = SummaryStep(step).label if step in SummaryStep.values else str(step)
+        tries = operation.attempt_set.all()
+        result = OPERATION_OUTCOME.get(operation.status, operation.get_status_display().lower())
+        if len(tries) > 1:
+            result += f" after {len(tries)} tries"
+        steps.append(
+            TimelineStep(
+                at=operation.updated_at,
+                description=f"{label}: {result}",
+                status=str(operation.status),
+                status_label=operation.get_status_display(),
+                text=operation.last_error_message if operation.status != OperationStatus.SUCCEEDED else "",
             )
         )
-    if run.finished_at is not None:
-        entries.append(
-            TimelineEntry(
-                at=run.finished_at,
-                kind="summary_run",
-                actor=GALLEY,
-                description=f"Summary run {run.number} ended: {run.get_status_display().lower()}",
-                status=str(run.status),
-                status_label=run.get_status_display(),
-            )
+        latest = max(latest, operation.updated_at)
+        detail.append(
+            (f"Step “{label}”", f"{operation.key}, {operation.attempts} of {operation.max_attempts} attempts")
         )
-    return entries
+    return TimelineEntry(
+        at=latest,
+        kind="summary_run",
+        actor=GALLEY,
+        description=f"AI summary: {said}",
+        status=outcome.state,
+        status_label=outcome.label,
+        link=_revision_url(public_id, run.revision.number) if run.revision is not None else "",
+        link_label=f"Revision {run.revision.number}" if run.revision is not None else "",
+        text=outcome.reason if outcome.state == "stopped" else "",
+        detail=tuple(detail),
+        steps=tuple(steps),
+        steps_label=f"{len(steps) - 1} step{'' if len(steps) == 2 else 's'}",
+    )
 
 
 def _decision_entry(public_id: str, approval: Approval) -> TimelineEntry:
@@ -246,10 +280,10 @@ def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
     for operation in operations:
         if operation.kind == SUMMARY_STEP:
             steps_by_run[(operation.arguments or {}).get("run")].append(operation)
-    for run in brief.summary_runs.all():
-        entries += _run_entries(run, get_run_outcome(run, steps_by_run[run.number]))
-    for operation in operations:
-        entries += _operation_entries(operation)
+    for run in brief.summary_runs.select_related("revision"):
+        run_steps = steps_by_run[run.number]
+        entries.append(_run_entry(public_id, run, get_run_outcome(run, run_steps), run_steps))
+    entries += [_operation_entry(op) for op in operations if op.kind != SUMMARY_STEP]
     approvals = Approval.objects.filter(revision__brief=brief).select_related("approver", "revision")
     entries += [_decision_entry(public_id, approval) for approval in approvals]
     comments = Comment.objects.filter(revision__brief=brief).select_related("author", "revision")

@@ -24,6 +24,7 @@ from galley.ops.charts import build_chart, series_total
 from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY
 from publishing.live import Partial, live_partial
 from publishing.roles import Role, require_role
+from publishing.selectors.briefs import list_headlines
 from publishing.selectors.metrics import list_publish_latency_per_minute
 from workers.models import Attempt, Operation, OperationStatus
 from workers.selectors import (
@@ -87,6 +88,7 @@ class ProblemRow:
     operation: Operation
     admin_url: str
     age: str = ""
+    headline: str = ""  # the current headline of the brief it concerns, if it concerns one
 
 
 def _admin_url(operation: Operation) -> str:
@@ -94,6 +96,28 @@ def _admin_url(operation: Operation) -> str:
     if operation.kind in PUBLICATION_KINDS:
         return reverse("admin:publishing_publicationproblem_change", args=[operation.id])
     return reverse("admin:workers_operation_change", args=[operation.id])
+
+
+def _problem_lists() -> dict[str, object]:
+    """The lists of operations an operator looks at, each naming the brief it concerns by its current
+    headline (one more query, for all of them, when any concerns a brief)."""
+    needing = list_needing_operator(limit=LISTED)
+    dead = list_dead_letters(limit=LISTED)
+    leases = list_expired_leases(limit=LISTED)
+    conflicts = list_open_conflicts(limit=LISTED)
+    operations = [*needing, *dead, *(lease.operation for lease in leases), *(c.operation for c in conflicts)]
+    headlines = list_headlines(op.subject_id for op in operations if op.subject_type == "brief")
+
+    def row(operation: Operation, age: str = "") -> ProblemRow:
+        headline = headlines.get(operation.subject_id, "") if operation.subject_type == "brief" else ""
+        return ProblemRow(operation, _admin_url(operation), age, headline)
+
+    return {
+        "needing_operator": [row(op) for op in needing],
+        "dead_letters": [row(op) for op in dead],
+        "expired_leases": [row(lease.operation, duration(lease.expired_for)) for lease in leases],
+        "conflicts": [(conflict, row(conflict.operation).headline) for conflict in conflicts],
+    }
 
 
 @require_GET
@@ -166,13 +190,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         "queue_rows": queue_rows,
         "attempt_totals": [(label, total) for label, _, total in attempt_series],
         "charts": charts,
-        "needing_operator": [ProblemRow(op, _admin_url(op)) for op in list_needing_operator(limit=LISTED)],
-        "dead_letters": [ProblemRow(op, _admin_url(op)) for op in list_dead_letters(limit=LISTED)],
-        "expired_leases": [
-            ProblemRow(lease.operation, _admin_url(lease.operation), duration(lease.expired_for))
-            for lease in list_expired_leases(limit=LISTED)
-        ],
-        "conflicts": list_open_conflicts(limit=LISTED),
+        **_problem_lists(),
         "window_minutes": WINDOW_MINUTES,
     }
     return render(request, "ops/ops.html", context)

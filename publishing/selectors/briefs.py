@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import overload
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Upper
 
 from publishing.errors import NotFound, PermissionRefused
-from publishing.models import Brief, Revision
+from publishing.models import Brief, Revision, current_headline
 from publishing.roles import AnyUser, can_view
 
 
@@ -17,7 +17,7 @@ def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) ->
     """The brief, if the user may see it; with `lock`, its row is locked until the transaction ends."""
     if not can_view(acting_user):
         raise PermissionRefused("You need the Editors, Approvers or Operators role to see briefs.")
-    briefs = Brief.objects.select_related("author")
+    briefs = Brief.objects.select_related("author").annotate(headline=current_headline())
     if lock:
         briefs = briefs.select_for_update(of=("self",))
     try:
@@ -37,8 +37,8 @@ class BriefList:
     A slice is one query in two steps: first the page's ids, read from an index alone (the
     order, the status filter and the searched columns are all in it, so each row OFFSET skips
     costs an index entry, not a table row, a join and a subquery); then only those rows, with
-    their author and their latest revision number (one probe each into the (brief, number)
-    unique index). A plain queryset computes all of that for every row it skips.
+    their author, their latest revision number and their current headline (probes into the
+    (brief, number) unique index). A plain queryset computes all of that for every row it skips.
     """
 
     def __init__(self, briefs: QuerySet[Brief]) -> None:
@@ -62,20 +62,35 @@ class BriefList:
             Brief.objects.filter(pk__in=self.briefs.values_list("pk", flat=True)[index])
             .select_related("author")
             .annotate(latest_revision_number=Subquery(latest))
+            .annotate(headline=current_headline())
             .order_by(*BRIEF_LIST_ORDER)
         )
         return list(page)
 
 
 def list_briefs(*, query: str = "", status: str = "") -> BriefList:
-    """Briefs newest first whose title contains `query` or whose public id is `query`, in `status`."""
+    """Briefs newest first whose current headline or creation title contains `query`, or whose
+    public id is `query`, in `status`."""
     briefs = Brief.objects.order_by(*BRIEF_LIST_ORDER)
     if query:
         # Public ids are lowercase (constraint brief_public_id_form): matching the lowered query
         # is iexact without an UPPER() of every row's id.
-        # The title is matched as icontains does (UPPER on both sides), against the stored
-        # upper-cased title, so no row's title is folded again.
-        briefs = briefs.filter(Q(title_search__contains=Upper(Value(query))) | Q(public_id=query.strip().lower()))
+        # The creation title is matched as icontains does (UPPER on both sides), against the stored
+        # upper-cased title, so no row's title is folded again; the current headline, from the
+        # latest revision, costs a probe of the (brief, number) index for each brief searched.
+        needle = Upper(Value(query))
+        briefs = briefs.annotate(headline_search=Upper(current_headline())).filter(
+            Q(title_search__contains=needle) | Q(headline_search__contains=needle) | Q(public_id=query.strip().lower())
+        )
     if status:
         briefs = briefs.filter(status=status)
     return BriefList(briefs)
+
+
+def list_headlines(public_ids: Iterable[str]) -> dict[str, str]:
+    """The current headline of each of these briefs, by public id (one query; none for no ids)."""
+    wanted = sorted(set(public_ids))
+    if not wanted:
+        return {}
+    briefs = Brief.objects.filter(public_id__in=wanted).annotate(headline=current_headline())
+    return dict(briefs.values_list("public_id", "headline"))

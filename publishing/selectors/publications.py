@@ -12,6 +12,7 @@ from psycopg.rows import dict_row
 from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
 from publishing.sql import BADGE_OPERATIONS_SQL, PUBLICATION_SQL, from_row
+from publishing.trouble import Told, tell_brief_publishing, tell_publication
 from workers.models import Operation, OperationStatus
 from workers.prepared import execute_prepared
 
@@ -29,15 +30,26 @@ class PublicationState:
     def in_progress(self) -> bool:
         return self.state == "publishing"
 
+    @property
+    def badge_label(self) -> str:
+        """The badge beside the told sentence (which says why a publication ended)."""
+        return "Not published" if self.state in ("superseded", "cancelled") else self.label
+
+    @property
+    def told(self) -> Told:
+        """The state in plain words, with the reader's next step (publishing.trouble)."""
+        return tell_publication(self.state, publication=self.publication, operations=self.operations)
+
 
 def _publication_ended(operations: Sequence[Operation]) -> tuple[str, str] | None:
     """The state and label of a revision's publication that ended without being published, from its
-    publish and verify operations (in id order): stuck for an operator, or cancelled or superseded.
+    publish and verify operations (in id order): stuck for an operator ("Needs an operator"), or
+    cancelled or superseded ("Not published: " and why).
     None while it is not over (or never began). The revision page and the brief's badge both ask this."""
     stuck = [op for op in operations if op.status in (OperationStatus.DEAD, OperationStatus.CONFLICT)]
     if stuck:
-        reason = stuck[0].last_error_message or stuck[0].get_status_display()
-        return "failed", f"Publishing needs an operator: {reason}"
+        # The badge is short: why, and the next step, are publishing.trouble's sentence beside it.
+        return "failed", "Needs an operator"
     # An ended verification (a newer revision shown, an operator's settlement) ends it as well as an
     # ended publish: it is not still publishing.
     for kind in (PUBLISH, VERIFY):
@@ -68,15 +80,17 @@ class BriefBadge:
 
     status: str  # a status badge's CSS name
     label: str
-    note: str = ""  # why, when the badge is not the brief's own status
+    note: str = ""  # why, when the badge is not the brief's own status, or a publish under way is in trouble
 
 
 def list_brief_badges(briefs: Iterable[tuple[Brief, int | None]]) -> dict[int, BriefBadge]:
     """Each brief's badge, by brief id, given its latest revision number: its own status, except an
     approved brief whose publish ended without publishing (an operator cancelled it, a newer intent
     replaced it, or it needs an operator) — "Approved" alone would promise a publication that is not
-    coming. One statement for the approved ones' publish and verify operations, whether there are
-    any or not: a page's query count does not depend on what it lists."""
+    coming. The note tells why in plain words, with the next step (publishing.trouble); for an
+    approved brief whose publish is retrying after a failure, it tells that. One statement for the
+    approved ones' publish and verify operations, whether there are any or not: a page's query count
+    does not depend on what it lists."""
     briefs = list(briefs)
     keys: dict[str, int] = {}
     for brief, number in briefs:
@@ -87,13 +101,16 @@ def list_brief_badges(briefs: Iterable[tuple[Brief, int | None]]) -> dict[int, B
         operations.setdefault(keys[operation.key], []).append(operation)
     badges = {}
     for brief, _number in briefs:
-        ended = _publication_ended(operations.get(brief.pk, []))
+        own = operations.get(brief.pk, [])
+        ended = _publication_ended(own)
         if ended is None:
-            badges[brief.pk] = BriefBadge(str(brief.status), brief.get_status_display())
+            trouble = tell_brief_publishing(own)
+            badges[brief.pk] = BriefBadge(str(brief.status), brief.get_status_display(), str(trouble or ""))
         else:
             state, label = ended
             shown = "Approved, publishing needs an operator" if state == "failed" else "Approved, not published"
-            badges[brief.pk] = BriefBadge(state, shown, label)
+            note = str(tell_publication(state, publication=None, operations=own)) if state == "failed" else label
+            badges[brief.pk] = BriefBadge(state, shown, note)
     return badges
 
 

@@ -49,7 +49,7 @@ def test_browser__editor_writes_and_approver_approves(browser, live_server, make
 
     expect(approver).to_have_url(f"{live_server.url}{revision.get_absolute_url()}")
     expect(approver.get_by_text("Approved: revision 1.")).to_be_visible()
-    expect(approver.get_by_text("Approved for this exact hash by ava.")).to_be_visible()
+    expect(approver.get_by_text("Approved by ava for exactly this text.")).to_be_visible()
     expect(approver.get_by_text("Solid, ship it.")).to_be_visible()
     expect(approver.get_by_role("button", name="Approve revision 1")).to_have_count(0)
     screenshot(approver, "a3-approver-after")

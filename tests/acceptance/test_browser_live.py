@@ -63,7 +63,7 @@ def test_browser__approval_and_publish_while_typing__status_live_and_typed_text_
     # A's page, without reload: approved and publishing; the form that could only be refused now
     # is replaced by the notice, which holds A's text to copy.
     expect(ava.locator("#publication")).to_have_attribute("data-state", "publishing")
-    expect(ava.get_by_text("Approved for this exact hash by abe.")).to_be_visible()
+    expect(ava.get_by_text("Approved by abe for exactly this text.")).to_be_visible()
     notice = ava.locator("#decision-closed")
     expect(notice).to_be_visible()
     expect(notice).to_contain_text("approved by abe meanwhile")
@@ -90,8 +90,10 @@ def test_browser__approval_and_publish_while_typing__status_live_and_typed_text_
     timeline = ava.get_by_test_id("timeline")
     expect(timeline.locator(".timeline-entry").first).to_have_attribute("data-kind", "publication")
     expect(timeline.get_by_test_id("timeline-permalink")).to_have_text(brief.publications.get().permalink)
-    for kind in ("revision", "decision", "operation", "attempt", "publication"):
+    for kind in ("revision", "decision", "operation", "publication"):
         expect(timeline.locator(f".timeline-entry[data-kind={kind}]").first).to_be_visible()
+    # An operation's attempts are inside its one entry, folded.
+    expect(timeline.locator(".timeline-entry[data-kind=operation] details.timeline-steps").first).to_be_attached()
     # Engineer detail is folded away for an approver.
     expect(timeline.locator("details.engineer-detail[open]")).to_have_count(0)
     expect(ava.locator("#brief-status .status")).to_have_text("Published")

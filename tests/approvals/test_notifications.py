@@ -10,7 +10,7 @@ import time
 
 import pytest
 from django.core import mail
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django.asserts import assertContains, assertNotContains
@@ -118,7 +118,10 @@ def test_comment_and_reply__author_and_thread_but_never_the_commenter(editor, ap
     post(revision, "The dockers'.", by=editor, reply_to=thread)
     post(revision, "Agreed.", by=approver2, reply_to=thread)
 
-    assert notified(Event.COMMENTED) == ["ava", "ava", "eddie", "eddie"]
+    # Each recipient's unread comment notifications on the brief are one, counting the comments.
+    assert notified(Event.COMMENTED) == ["ava", "eddie"]
+    counts = dict(Notification.objects.filter(event=Event.COMMENTED).values_list("recipient__username", "count"))
+    assert counts == {"ava": 2, "eddie": 2}
 
 
 @pytest.mark.django_db
@@ -324,3 +327,90 @@ def test_query_count__page__independent_of_how_many(editor, approver, revise, dj
     with django_assert_num_queries(len(one)):
         response = client.get("/notifications/?page=2")
     assert len(response.context["page"]) == 10
+
+
+# --- coalesced per brief: one notification per submission, never a superseded one --------------------
+
+
+@pytest.mark.django_db
+def test_one_notification_per_submission__later_revisions_update_the_unread_one(editor, approver, brief, revise):
+    for text in ["Dockers walked out.", "Dockers walked out at dawn.", "Dockers walked out at dawn, again."]:
+        revise(brief, text)
+
+    (note,) = Notification.objects.filter(recipient=approver, event=Event.SUBMITTED)
+    assert note.revision_number == 3 and note.count == 3
+    assert note.message.startswith("Revision 3 of")
+
+
+@pytest.mark.django_db
+def test_superseded_submission__never_notified_twice__the_read_one_stays_history(editor, approver, brief, revise):
+    revise(brief, "Dockers walked out.")
+    client_for(approver).post("/notifications/read/", {})
+    revise(brief, "Dockers walked out at dawn.")
+    revise(brief, "Dockers walked out at dawn, again.")
+
+    notes = Notification.objects.filter(recipient=approver, event=Event.SUBMITTED).order_by("id")
+
+    assert [(n.revision_number, n.read_at is not None, n.count) for n in notes] == [(1, True, 1), (3, False, 2)]
+
+
+@pytest.mark.django_db
+def test_coalescing__per_brief_and_event__other_briefs_and_events_stay_apart(editor, approver, brief, revise):
+    revise(brief, "Dockers walked out.")
+    other = check_create_brief(title="Tram fares", source_material="", acting_user=editor)
+    revise(other, "Fares go up.", title="Tram fares")
+    revise(brief, "Dockers walked out at dawn.")
+
+    unread = Notification.objects.filter(recipient=approver, read_at__isnull=True)
+
+    assert sorted((n.brief.public_id, n.event, n.count) for n in unread) == sorted(
+        [(brief.public_id, Event.SUBMITTED, 2), (other.public_id, Event.SUBMITTED, 1)]
+    )
+
+
+@pytest.mark.django_db
+def test_one_unread_per_brief_and_event__held_by_the_database(editor, approver, brief, revise):
+    revise(brief, "Dockers walked out.")
+    note = Notification.objects.get(recipient=approver)
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Notification.objects.create(
+            recipient=approver, event=note.event, brief=brief, revision_number=2, message="a second one"
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_superseded_submission__emailed_once_naming_the_latest_revision(editor, approver, brief, revise):
+    with_email(approver)
+    revise(brief, "Dockers walked out.")
+    revise(brief, "Dockers walked out at dawn.")
+    mail.outbox.clear()
+
+    drain_emails()
+
+    (operation,) = email_operations()
+    assert operation.status == OperationStatus.SUCCEEDED
+    (sent,) = mail.outbox
+    assert "Revision 2 of" in sent.body and "Revision 1 of" not in sent.body
+    assert f"/briefs/{brief.public_id}/revisions/2/" in sent.body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_superseded_submission__read_before_its_email__never_emailed_and_recorded_skipped(
+    editor, approver, brief, revise
+):
+    with_email(approver)
+    revise(brief, "Dockers walked out.")
+    client_for(approver).post("/notifications/read/", {})  # read in the app before its email went out
+    revise(brief, "Dockers walked out at dawn.")
+    mail.outbox.clear()
+
+    drain_emails()
+
+    first, second = email_operations()
+    assert first.status == OperationStatus.SUPERSEDED
+    assert "revision 1 was superseded by revision 2" in first.last_error_message
+    assert second.status == OperationStatus.SUCCEEDED
+    (sent,) = mail.outbox
+    assert "Revision 2 of" in sent.body
+    assert Notification.objects.get(recipient=approver, revision_number=1).emailed_at is None

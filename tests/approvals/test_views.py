@@ -139,7 +139,7 @@ def test_decide__approved__page_shows_approval(client, approver, brief, revise):
     assert response["Location"] == revision.get_absolute_url()
     content = client.get(revision.get_absolute_url()).content.decode()
     assert "Approved: revision 1." in content
-    assert "Approved for this exact hash by ava." in content
+    assert "Approved by ava for exactly this text." in content
     assert "<p>Solid.</p>" in content
     assert 'id="decision-form"' not in content  # decisions are final: nothing left to decide
     assert "You decided “Approved” on this revision; decisions are final." in content

@@ -255,3 +255,22 @@ def test_ops__dead_drift_check_or_republish__settled_on_its_publication_problem_
 
     assert f'href="/admin/publishing/publicationproblem/{operation.id}/change/"' in html
     assert f'href="/admin/workers/operation/{operation.id}/change/"' not in html
+
+
+@pytest.mark.django_db
+def test_ops__problem_lists__name_the_brief_by_its_current_headline(brief, revise, operator):
+    revise(brief, "Dockers walked out at dawn.", title="Dockers stop the port")
+    operation = enqueue_operation(
+        key=f"drift-check:{brief.public_id}:revision-1:2026-12-01T00:00:00",
+        kind=DRIFT_CHECK,
+        payload_hash=brief.revisions.get().payload_hash,
+        subject_type="brief",
+        subject_id=brief.public_id,
+        subject_version=1,
+    ).operation
+    Operation.objects.filter(id=operation.id).update(status="dead", finished_at=Now())
+
+    html = client_for(operator).get(OPS).content.decode()
+
+    dead_letters = re.search(r'<h2 id="ops-dead-heading">Dead letters</h2>(.*?)</section>', html, re.S).group(1)
+    assert f'<span class="ops-brief">{brief.public_id} “Dockers stop the port”</span>' in dead_letters

@@ -288,7 +288,7 @@ def test_revision_partial__approved_by_another__form_replaced_by_notice(client, 
     assertContains(response, 'hx-swap-oob="outerHTML:#decision-form"')
     assertContains(response, "was approved by abe meanwhile and is being published")
     assertContains(response, '<textarea id="kept-comment" rows="4" readonly data-keeps="comment"></textarea>')
-    assertContains(response, "Approved for this exact hash by abe.")
+    assertContains(response, "Approved by abe for exactly this text.")
     # A page without the form (the poll sends no form number) gets no notice to place.
     assertNotContains(client.get(revision_live_url(revision), **HTMX), "decision-closed")
 

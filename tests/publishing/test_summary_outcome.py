@@ -44,8 +44,8 @@ def test_summary_run__quality_gate_dead__stopped_with_reason_and_the_editors_nex
     assertContains(page, f'<a href="{edit}">write revision 1 yourself</a>')
     assertContains(page, f'<a href="{source}">edit the source material</a> to start a new summary run')
     assertNotContains(page, "An operator has been told")  # the policy left this one to the editors
-    # The timeline says the run ended, and how.
-    assertContains(page, "Summary run 1 stopped at step “Quality gate”; no revision came of it")
+    # The timeline says the run ended, and how, in its one entry.
+    assertContains(page, "AI summary: failed at step “Quality gate”; no revision came of it")
     # An approver is told what an editor can do, without links they could not follow.
     assertContains(
         client_for(approver).get(brief.get_absolute_url()),

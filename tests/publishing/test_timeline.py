@@ -15,11 +15,15 @@ from approvals.models import Approval
 from publishing.identities import publish_key
 from publishing.roles import Role
 from publishing.timeline import get_brief_timeline
+from tests.approvals.test_approvals import decide
+from tests.publishing.handlers.test_summaries import create_brief, provider, run_pipeline
 from tests.publishing.test_diff_views import publish
 from tests.web import client_for
 from workers.models import Attempt, Operation
 
 pytestmark = pytest.mark.django_db
+
+__all__ = ["provider"]  # the counting AI provider, a fixture
 
 
 def try_once(operation: Operation, *, number: int = 1) -> Attempt:
@@ -69,7 +73,6 @@ def test_timeline__every_kind_of_entry__one_list_newest_first(history, editor):
         "revision",
         "summary_run",
         "operation",
-        "attempt",
         "decision",
         "comment",
         "assignment",
@@ -90,8 +93,8 @@ def test_timeline__every_kind_of_entry__one_list_newest_first(history, editor):
     )
     assert "Replied in a thread on revision 1" in descriptions
     assert "Assigned the review to the Approvers group" in descriptions
-    assert any(d.startswith("Summary run 1, step “Outline” queued") for d in descriptions)
-    assert "Publish of revision 2, attempt 1: Will retry (timeout 503), 120 ms" in descriptions
+    assert "AI summary: working" in descriptions
+    assert "Publish of revision 2: queued" in descriptions
 
 
 def test_timeline__entries__time_actor_and_links(history, editor):
@@ -103,9 +106,12 @@ def test_timeline__entries__time_actor_and_links(history, editor):
     publication = entries["Revision 2 published, read back and verified"]
     assert (publication.actor, publication.link) == ("Galley", "https://target.example/articles/1")
     assert ("Operation key", publish_key(history.public_id, 2)) in publication.detail
-    attempt = entries["Publish of revision 2, attempt 1: Will retry (timeout 503), 120 ms"]
-    assert ("Worker", "w-test-1") in attempt.detail
-    assert ("Fencing token", "42") in attempt.detail
+    publish = entries["Publish of revision 2: queued"]
+    assert [step.description for step in publish.steps] == ["Try 1: no answer in time"]
+    assert (
+        "Attempt 1",
+        "worker w-test-1, fencing token 42, timeout 503, 120 ms: The target did not answer in time.",
+    ) in publish.detail
     assert entries["Wrote revision 1: “Harbour strike”"].actor == "eddie"
 
 
@@ -138,21 +144,15 @@ def test_brief_page__timeline_replaces_the_tables(history, editor):
 TIMELINE_QUERIES = 8
 
 
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("count", [2, 20])
 def test_timeline__query_count__same_for_2_and_20_revisions_and_operations(
     brief, revise, approver, editor, count, django_assert_num_queries
 ):
     for index in range(count):
         revision = revise(brief, f"Dockers walked out, take {index}.")
+        decide(revision, by=approver, comment=f"Fine ({index}).")
         with transaction.atomic():
-            check_decide_revision(
-                brief.public_id,
-                revision_number=revision.number,
-                payload_hash=revision.payload_hash,
-                decision=Approval.Decision.APPROVED,
-                comment=f"Fine ({index}).",
-                acting_user=approver,
-            )
             check_post_comment(brief.public_id, revision_number=revision.number, body="Noted.", acting_user=editor)
         try_once(Operation.objects.get(key=publish_key(brief.public_id, revision.number)))
     assert Operation.objects.filter(kind="publish").count() == count
@@ -160,4 +160,49 @@ def test_timeline__query_count__same_for_2_and_20_revisions_and_operations(
     with django_assert_num_queries(TIMELINE_QUERIES):
         timeline = get_brief_timeline(brief, viewer=editor)
 
-    assert sum(entry.kind == "attempt" for entry in timeline.entries) == count
+    publishes = [entry for entry in timeline.entries if entry.description.startswith("Publish of revision")]
+    assert len(publishes) == count
+    assert all(len(entry.steps) == 1 for entry in publishes)
+
+
+# --- one entry per AI run and per operation, their steps folded inside -----------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_timeline__one_ai_run__one_entry_with_its_steps_inside(editor, provider):
+    brief = create_brief(editor)
+    run_pipeline()
+    run = brief.summary_runs.get()
+
+    timeline = get_brief_timeline(brief, viewer=editor)
+
+    (entry,) = [e for e in timeline.entries if e.kind in ("summary_run", "operation")]
+    assert entry.description == "AI summary: ready"
+    assert (entry.link, entry.link_label) == (f"/briefs/{brief.public_id}/revisions/1/", "Revision 1")
+    assert [step.description for step in entry.steps] == [
+        "Started on the source material",
+        "Outline: done",
+        "Draft: done",
+        "Headline: done",
+        "Quality gate: done",
+    ]
+    assert ("Source hash", run.source_hash) in entry.detail
+    assert not any(e.kind == "attempt" for e in timeline.entries)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_timeline__publish_retried__one_entry__tries_folded_and_told_plainly(brief, revise, editor, approver):
+    revision = revise(brief, "Dockers walked out.")
+    decide(revision, by=approver)
+    publish = Operation.objects.get(key=publish_key(brief.public_id, revision.number))
+    for number in (1, 2, 3):
+        try_once(publish, number=number)
+
+    (entry,) = [e for e in get_brief_timeline(brief, viewer=editor).entries if e.kind == "operation"]
+    response = client_for(editor).get(brief.get_absolute_url())
+
+    assert entry.description.startswith("Publish of revision 1: ") and entry.description.endswith("after 3 tries")
+    assert [step.description for step in entry.steps] == [f"Try {n}: no answer in time" for n in (1, 2, 3)]
+    assert sum(label.startswith("Attempt ") for label, _ in entry.detail) == 3
+    assertContains(response, '<details class="timeline-steps"', count=2, html=False)  # the AI run's and the publish's
+    assertContains(response, "3 tries")
