@@ -315,6 +315,9 @@ def _edit_context(brief: Brief, form: RevisionForm, request: HttpRequest, **extr
         "draft_behind": latest is not None and state.base_number < latest.number,
         "presences": list_presences(brief, viewer=request.user),
         "held_by": get_other_holder(brief, state, viewer=request.user),
+        # The draft as last saved (the latest revision before any), however unfinished: draft.js
+        # replaces it with draft_save's rendering after each autosave.
+        "preview": get_story_preview(state.story),
         **extra,
     }
 
@@ -418,12 +421,15 @@ def _side_by_side(theirs: dict[str, str], mine: dict[str, str]) -> list[dict[str
 
 
 def _draft_json(draft: Draft) -> dict[str, Any]:
+    """The draft as the edit page's script uses it; `preview` is the page's preview partial rendered
+    from it, so the page never renders Markdown itself."""
     return {
         "version": draft.version,
         "base_number": draft.base_number,
         "updated_by": str(draft.updated_by),
         "updated_at": draft.updated_at.isoformat(),
         "story": _draft_fields(draft.story),
+        "preview": render_to_string("publishing/_story_preview.html", get_story_preview(draft.story)),
     }
 
 
@@ -431,7 +437,7 @@ def _draft_json(draft: Draft) -> dict[str, Any]:
 @require_POST
 def draft_save(request: HttpRequest, public_id: str) -> JsonResponse:
     """The edit page's autosave (publishing/static/publishing/draft.js): 200 with the draft's new
-    version; 409 with the draft saved meanwhile (`theirs`); 423 while another editor holds it;
+    version and its preview; 409 with the draft saved meanwhile (`theirs`); 423 while another editor holds it;
     400 with the message for text that cannot be saved. Never a revision, never a notification."""
     try:
         check_form_text(request, RevisionForm())

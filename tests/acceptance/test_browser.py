@@ -30,7 +30,7 @@ def test_browser__editor_writes_and_approver_approves(browser, live_server, make
     brief = Brief.objects.get()
     expect(editor).to_have_url(f"{live_server.url}{brief.get_absolute_url()}")
     expect(editor.get_by_text(f"{brief.public_id} created.")).to_be_visible()
-    editor.get_by_role("link", name="Write the first revision").click()
+    editor.get_by_role("link", name="Write the story").click()
     expect(editor.get_by_label("Headline")).to_have_value("Harbour strike")
     editor.get_by_label("Body").fill("Dockers walked out at dawn.\nThe port is closed.")
     editor.get_by_role("button", name="Submit for review").click()

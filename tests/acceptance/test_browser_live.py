@@ -151,15 +151,15 @@ def test_browser__every_region_follows_one_state__revisions_current_mark_publica
     page.on("console", lambda message: console_errors.append(message.text) if message.type == "error" else None)
     page.goto(f"{live_server.url}/briefs/{brief.public_id}/")
     expect(page.locator("nav.revision-links")).to_contain_text("none yet")
-    expect(page.get_by_role("link", name="Write the first revision")).to_be_visible()
+    expect(page.get_by_role("link", name="Write the story")).to_be_visible()
     page.evaluate("window.__marker = 1")  # gone if the page reloads
 
     # Revision 1 arrives: the links, the button and the status follow, together.
     write(1, "Dockers walked out at dawn.")
     expect(page.locator("nav.revision-links").get_by_role("link", name="1", exact=True)).to_be_visible()
     expect(page.locator("nav.revision-links")).not_to_contain_text("none yet")
-    expect(page.get_by_role("link", name="Edit (new revision)")).to_be_visible()
-    expect(page.get_by_role("link", name="Write the first revision")).to_have_count(0)
+    expect(page.get_by_role("link", name="Edit draft")).to_be_visible()
+    expect(page.get_by_role("link", name="Write the story")).to_have_count(0)
     expect(page.locator("#brief-status .status")).to_have_text("In review")
 
     # Published, the brief's page and revision 1's page keep following.

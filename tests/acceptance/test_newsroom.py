@@ -9,32 +9,29 @@ The scenarios share the stack and run in order: each one starts from what the on
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 from prometheus_client.parser import text_string_to_metric_families
 
 from publishing.identities import PUBLISH, step_key
-from publishing.roles import Role
-from tests.acceptance.test_make_run import PUBLISHED_DEADLINE_SECONDS, RunningGalley, make_run
-from tests.browser import PASSWORD, TIMEOUT_MS, screenshot
-from tests.processes import BASE_DIR, process_env
+from tests.acceptance.conftest import (
+    APPROVER_B,
+    APPROVER_B_EMAIL,
+    DESKTOP,
+    PHONE,
+    create_brief,
+    reload_until,
+    sign_in,
+    wait_until_published,
+)
+from tests.acceptance.test_make_run import PUBLISHED_DEADLINE_SECONDS, RunningGalley
+from tests.browser import screenshot
 
 pytestmark = [pytest.mark.acceptance]
 
-DESKTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 844}
-APPROVER_B = "bea"
-APPROVER_B_EMAIL = "bea@galley.localhost"
 EDITOR_EMAIL = "editor@galley.localhost"  # seed_demo gives each demo user an address
 # Every sentence names the port, so whichever sentences the offline summarizer picks, the draft
 # (revision 1's body) holds the word the editor then changes.
@@ -49,69 +46,6 @@ TYPED = "One more check before this goes out:\nthe harbour master's name is spel
 ANSWER = "Yes: the union's statement of Monday morning."
 
 
-@dataclass
-class Newsroom:
-    galley: RunningGalley
-    passwords: dict[str, str]
-    # What the scenarios hand on to each other: the brief under review and its address.
-    public_id: str = ""
-
-    @property
-    def brief_url(self) -> str:
-        return f"{self.galley.base_url}/briefs/{self.public_id}/"
-
-    def revision_url(self, number: int) -> str:
-        return f"{self.brief_url}revisions/{number}/"
-
-
-def add_approver_b(galley: RunningGalley) -> None:
-    """A second approver, with an email address: written with manage.py into the running stack's
-    database, which any manage.py command reaches while `make run` runs (README.md#two-commands)."""
-    script = (
-        "from django.contrib.auth.models import Group, User\n"
-        f"bea = User.objects.create_user({APPROVER_B!r}, email={APPROVER_B_EMAIL!r}, password={PASSWORD!r})\n"
-        f"bea.groups.add(Group.objects.get(name={Role.APPROVER.value!r}))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", script],
-        cwd=BASE_DIR,
-        env=process_env(DATABASE_URL="", GALLEY_VAR_DIR=str(galley.var_dir)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-@pytest.fixture(scope="module")
-def newsroom() -> Iterator[Newsroom]:
-    # A folder of its own rather than pytest's: pytest prunes its older numbered folders, and another
-    # pytest session on the machine may prune this one while the scenarios still run in it.
-    var_dir = Path(tempfile.mkdtemp(prefix="galley-newsroom-"))
-    try:
-        with make_run(var_dir) as galley:
-            add_approver_b(galley)
-            yield Newsroom(galley, passwords={**galley.credentials(), APPROVER_B: PASSWORD})
-        assert galley.process.returncode == 0, galley.output
-    finally:
-        shutil.rmtree(var_dir, ignore_errors=True)
-
-
-def sign_in(browser: Browser, newsroom: Newsroom, username: str) -> Page:
-    """A fresh browser context signed in through the launcher's login form."""
-    base_url = newsroom.galley.base_url
-    page = browser.new_context(viewport=DESKTOP).new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(f"{base_url}/")
-    expect(page).to_have_url(f"{base_url}/login/?next=/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(newsroom.passwords[username])
-    page.get_by_role("button", name="Sign in").click()
-    expect(page).to_have_url(f"{base_url}/")
-    expect(page.get_by_role("heading", name="Briefs")).to_be_visible()
-    return page
-
-
 def shoot(page: Page, name: str) -> None:
     """The page as it is, at desktop and at phone width."""
     page.wait_for_load_state("load")
@@ -119,25 +53,6 @@ def shoot(page: Page, name: str) -> None:
         page.set_viewport_size(size)
         screenshot(page, f"newsroom-{name}-{width}")
     page.set_viewport_size(DESKTOP)
-
-
-def reload_until(page: Page, shown: Callable[[], bool], *, what: str) -> None:
-    """Reload until `shown()`: work the cluster does in the background, bounded against hanging."""
-    started = time.monotonic()
-    while not shown():
-        assert time.monotonic() - started < PUBLISHED_DEADLINE_SECONDS, (
-            f"no {what} after {PUBLISHED_DEADLINE_SECONDS} s"
-        )
-        time.sleep(0.5)
-        page.reload()
-    print(f"{what} after {time.monotonic() - started:.1f} s")
-
-
-def wait_until_published(page: Page, url: str) -> str:
-    """Open revision `url` and reload until it shows its publication verified; returns the permalink."""
-    page.goto(url)
-    reload_until(page, lambda: page.locator("#publication[data-state=published]").count() == 1, what="publication")
-    return page.get_by_test_id("permalink").inner_text()
 
 
 def printed_emails(galley: RunningGalley) -> list[dict[str, str]]:
@@ -182,15 +97,9 @@ def total(samples: list[Sample], name: str, **labels: str) -> float:
 def test_newsroom__assignment_inbox_email_and_a_comment_thread_with_a_reply(browser, newsroom):
     base_url = newsroom.galley.base_url
     editor = sign_in(browser, newsroom, "editor")
-    editor.get_by_role("link", name="New brief").click()
-    editor.get_by_label("Title").fill("Harbour strike")
-    editor.get_by_label("Source material").fill(SOURCE)
-    shoot(editor, "01-new-brief")
-    editor.get_by_role("button", name="Create brief").click()
-    editor.wait_for_url("**/briefs/brief-*/")
-    newsroom.public_id = editor.url.rstrip("/").rsplit("/", 1)[-1]
-    revision_links = editor.get_by_role("navigation", name="Revisions").get_by_role("link")
-    reload_until(editor, lambda: revision_links.count() > 0, what="revision 1 from the summary steps")
+    revision_links = create_brief(
+        editor, newsroom, title="Harbour strike", source=SOURCE, shot=lambda page: shoot(page, "01-new-brief")
+    )
     expect(revision_links).to_have_text(["1"])
     expect(editor.locator("[data-step]")).to_have_count(4)
     expect(editor.locator("[data-step][data-state=succeeded]")).to_have_count(4)
@@ -275,7 +184,7 @@ def test_newsroom__approval_publishes__word_diff_against_published__restore(brow
     editor.goto(newsroom.brief_url)
     expect(editor.locator("#brief-status")).to_contain_text("published revision 1")
     shoot(editor, "08-brief-published")
-    editor.get_by_role("link", name="Edit (new revision)").click()
+    editor.get_by_role("link", name="Edit draft").click()
     body = editor.get_by_label("Body")
     first_body = body.input_value()
     assert re.search(r"\bport\b", first_body), first_body

@@ -170,6 +170,62 @@ def test_edit_page__shows_the_draft_every_field_labelled_with_help(editor, brief
     assert 'aria-describedby="id_standfirst_helptext"' in content
 
 
+def test_autosave__answers_the_drafts_preview_rendered_by_the_server(editor, brief):
+    response = autosave(client_for(editor), brief, version=0, base=0, body="Dockers return **today**.\n\n<b>x</b>")
+
+    preview = response.json()["saved"]["preview"]
+    assert 'data-testid="story-preview"' in preview
+    assert "<strong>today</strong>" in preview
+    assert "&lt;b&gt;x&lt;/b&gt;" in preview  # raw HTML typed in the body stays text
+    assert '<h3 class="story-headline">Harbour strike ends</h3>' in preview
+    assert "Dockers return after two days." in preview  # the standfirst
+
+
+def test_autosave__unfinished_draft__previews_what_it_has(editor, brief):
+    response = autosave(client_for(editor), brief, version=0, base=0, title="", standfirst="", body="", tags="")
+
+    assert response.status_code == 200
+    preview = response.json()["saved"]["preview"]
+    assert "No headline yet" in preview
+    assert '<div class="story-body" data-testid="story-body"></div>' in preview
+
+
+def test_autosave__conflict__their_draft_comes_with_its_preview(editor, make_user, brief):
+    edna = make_user("edna", Role.EDITOR)
+    assert autosave(client_for(edna), brief, version=0, base=0, body="Edna's *line*.").status_code == 200
+
+    stale = autosave(client_for(editor), brief, version=0, base=0, body="Mine.")
+
+    assert stale.status_code == 409
+    assert "<em>line</em>" in stale.json()["theirs"]["preview"]
+
+
+def test_edit_page__previews_the_last_saved_draft_beside_the_form(editor, brief, revise):
+    revise(brief, "Dockers walked out **at dawn**.")
+    client = client_for(editor)
+    page = client.get(edit_url(brief)).content.decode()
+    preview = page.split('id="draft-preview"')[1]
+    assert "<strong>at dawn</strong>" in preview  # no draft yet: the latest revision
+
+    assert autosave(client, brief, version=0, base=1, body="The port *reopens*.").status_code == 200
+    page = client.get(edit_url(brief)).content.decode()
+
+    preview = page.split('id="draft-preview"')[1]
+    assert "<em>reopens</em>" in preview and "at dawn" not in preview
+    assert "The draft as last saved" in page
+    assert page.count('data-testid="story-preview"') == 1
+
+
+def test_edit_page__draft_without_headline__previews_it_and_says_so(editor, brief):
+    client = client_for(editor)
+    assert autosave(client, brief, version=0, base=0, title="", body="Only a body.").status_code == 200
+
+    response = client.get(edit_url(brief))
+
+    assertContains(response, "No headline yet")
+    assertContains(response, "<p>Only a body.</p>")
+
+
 def test_edit_page__plain_post_save__saves_the_draft_not_a_revision(editor, brief, revise):
     revise(brief, "Dockers walked out at dawn.")
     client = client_for(editor)

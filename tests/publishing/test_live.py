@@ -173,12 +173,13 @@ def test_brief_partial__changes_requested__keeps_polling_for_the_next_revision(c
 
 def test_brief_partial__revision_1_arrives__revision_links_and_the_editors_button_follow(client, editor, revise):
     """Issue 18: after revision 1 arrived live the page still said "Revisions none yet" and offered
-    "Write the first revision": both are regions of the poll now, drawn from the same state."""
+    "Write the first revision" (now "Write the story"): both are regions of the poll now, drawn from
+    the same state."""
     brief = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
     client.force_login(editor)
     before = client.get(brief_live_url(brief), **HTMX).content.decode()
     assert '<span class="muted">none yet</span>' in _region(before, "nav", "revision-links")
-    assert "Write the first revision" in _region(before, "div", "brief-actions")
+    assert "Write the story" in _region(before, "div", "brief-actions")
 
     revise(brief, "Dockers walked out.")
     after = client.get(brief_live_url(brief), **HTMX).content.decode()
@@ -187,7 +188,7 @@ def test_brief_partial__revision_1_arrives__revision_links_and_the_editors_butto
     assert f'<a href="/briefs/{brief.public_id}/revisions/1/">1</a> <span class="muted">(current)</span>' in links
     assert "none yet" not in links
     actions = _region(after, "div", "brief-actions")
-    assert "Edit (new revision)" in actions and "Write the first revision" not in actions
+    assert "Edit draft" in actions and "Write the story" not in actions
     assert "In review" in _region(after, "p", "brief-status")
 
 

@@ -1,6 +1,7 @@
 // The edit page's working draft (docs/editorial.md#draft): autosave a second after typing stops,
 // keep unsaved text in this browser (localStorage) so a crash or a closed tab loses nothing, show a
-// draft saved meanwhile elsewhere at once, and send the heartbeat that tells others who is here.
+// draft saved meanwhile elsewhere at once, show the saved draft's preview as the server rendered it
+// (the page renders no Markdown itself), and send the heartbeat that tells others who is here.
 // A static file: the content-security policy allows no inline script. Without it the form's
 // "Save draft" and "Submit for review" buttons do the same by plain POST.
 "use strict";
@@ -34,6 +35,9 @@ if (form) {
   const fill = (values) => fields.forEach((field) => { field.value = values[field.dataset.draft] || ""; });
   const clock = (date) => date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   const say = (state, text) => { status.dataset.state = state; status.textContent = text; };
+  // The server's own rendering of the partial (publishing/_story_preview.html): its body was cleaned there.
+  const preview = document.getElementById("draft-preview");
+  const showPreview = (saved) => { if (saved.preview) preview.innerHTML = saved.preview; };
 
   const keep = () => {
     const entry = { story: story(), version: Number(version.value || 0), base: base.value, typedAt: Date.now() };
@@ -84,6 +88,7 @@ if (form) {
       if (response.ok) {
         version.value = answer.saved.version;
         holds = true;
+        showPreview(answer.saved);
         if (sameStory(sent, story())) {
           forget();
           say("saved", `Draft saved, ${clock(new Date(answer.saved.updated_at))}.`);
@@ -195,6 +200,7 @@ if (form) {
 
   document.getElementById("take-theirs").addEventListener("click", () => {
     fill(theirs.story);
+    showPreview(theirs);
     version.value = theirs.version;
     base.value = theirs.base_number;
     conflict = false;
