@@ -245,9 +245,14 @@ class TargetClient:
         revision: int,
         payload_hash: str,
         payload: dict[str, Any],
+        rendered: dict[str, Any] | None = None,
         republish: bool = False,
     ) -> tuple[Receipt, bool]:
         """POST the publication with Idempotency-Key = operation_key.
+
+        `payload` is the revision's JSON object, whose hash is `payload_hash`; `rendered` is the story
+        as Galley renders it (publishing.story.render_story), for the target's page. It is no part of
+        the hash: the same revision rendered by another Galley version is the same publication.
 
         Returns (receipt, True) for a first application (201) and (receipt, False) for a replay
         (200). Raises a TargetError subclass otherwise; TargetAmbiguous means it may have applied.
@@ -262,6 +267,8 @@ class TargetClient:
             "payload_hash": payload_hash,
             "payload": payload,
         }
+        if rendered is not None:
+            body["rendered"] = rendered
         if republish:
             body["republish"] = True
         content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
