@@ -64,7 +64,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 KEY = "pipeline-kills-key"
 MODEL = "fake-gpt-kills"
 CRASH_EXIT_CODE = 137
-AI_STEPS = [SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE]  # the quality gate asks no provider
+AI_STEPS = [SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE, SummaryStep.STANDFIRST]  # the gate asks none
 SOURCE = (
     "Dockers at the port walked out at dawn on Monday. The union says pay has not kept up with prices. "
     "Ships are waiting offshore. The port authority called for talks on Tuesday. Shops report empty shelves."
