@@ -198,10 +198,12 @@ def _draft(artifacts: dict[str, dict[str, Any]]) -> str:
 
 
 def first_revision_payload(artifacts: dict[str, dict[str, Any]], *, title: str) -> dict[str, Any]:
-    """The story of the revision a run writes when the brief has none: the editor's title, the
-    standfirst, the draft as the Markdown body (the caller checks it with publishing.story.clean_story).
-    The headline stays a suggestion (suggested_headline) until an editor takes it."""
-    return {"title": title, "standfirst": _standfirst(artifacts), "body": _draft(artifacts)}
+    """The revision a run writes when the brief has none: the editor's title, the standfirst (left
+    out when the run has none, as publishing.story leaves out every empty field), the draft as the
+    Markdown body; the quality gate has held them to the story's bounds. The headline stays a
+    suggestion (suggested_headline) until an editor takes it."""
+    standfirst = _standfirst(artifacts)
+    return {"title": title, **({"standfirst": standfirst} if standfirst else {}), "body": _draft(artifacts)}
 
 
 def suggested_headline(artifacts: dict[str, dict[str, Any]]) -> str:

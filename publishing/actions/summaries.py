@@ -20,7 +20,6 @@ from publishing.identities import SUMMARY_STEP, step_identity, step_key, summary
 from publishing.models import Brief, StepArtifact, SummaryRun
 from publishing.selectors.summaries import get_canonical_artifacts
 from publishing.sql import STORE_ARTIFACT_SQL
-from publishing.story import clean_story
 from publishing.summary_rules import NEXT_STEP, STEPS, Proposal, first_revision_payload
 from workers.actions.enqueue import enqueue_operation, supersede_waiting_operation
 from workers.audit import record_audit_event
@@ -139,8 +138,7 @@ def do_complete_summary_run(run: SummaryRun) -> None:
     if brief.revisions.exists():
         locked_run.suggestion = True
     else:
-        # The quality gate has held the artifacts to the story's bounds, so this check passes.
-        payload = clean_story(first_revision_payload(get_canonical_artifacts(locked_run), title=brief.title))
+        payload = first_revision_payload(get_canonical_artifacts(locked_run), title=brief.title)
         revision, _created = do_create_revision(brief, base_number=0, payload=payload, acting_user=_pipeline_user())
         locked_run.revision = revision
     locked_run.status = SummaryRun.Status.COMPLETED

@@ -164,8 +164,8 @@ def test_quality_gate__headline_too_long_or_two_lines__one_problem_each():
 
 
 def test_first_revision_payload__a_run_from_before_the_standfirst_step__the_editors_title_and_the_draft():
-    payload = story.clean_story(first_revision_payload(artifacts(), title="Harbour strike"))
-    assert payload == {"title": "Harbour strike", "body": DRAFT}
+    payload = first_revision_payload(artifacts(), title="Harbour strike")
+    assert payload == story.clean_story(payload) == {"title": "Harbour strike", "body": DRAFT}
 
 
 def test_suggested_payload__a_run_from_before_the_standfirst_step__the_headline_and_the_draft():
@@ -198,11 +198,16 @@ def test_quality_gate__bounds_are_the_storys():
 
 
 def test_first_revision_payload__fills_the_standfirst_and_the_markdown_body():
-    assert story.clean_story(first_revision_payload(with_standfirst(f" {STANDFIRST}\n"), title="Harbour strike")) == {
-        "title": "Harbour strike",
-        "standfirst": STANDFIRST,
-        "body": DRAFT,
-    }
+    payload = first_revision_payload(with_standfirst(f" {STANDFIRST}\n"), title="Harbour strike")
+    assert (
+        payload
+        == story.clean_story(payload)
+        == {
+            "title": "Harbour strike",
+            "standfirst": STANDFIRST,
+            "body": DRAFT,
+        }
+    )
 
 
 def test_suggested_payload__the_headline_the_standfirst_and_the_draft():
