@@ -216,3 +216,13 @@ def test_reference_target__rendered_title_other_than_the_payloads__refused(targe
     assert response.status_code == 400
     assert "rendered.title must equal payload.title" in response.json()["detail"]
     assert target.ledger() == []
+
+
+def test_reference_target_page__an_older_client_without_rendered__the_page_from_the_payload(target):
+    payload = {"title": "Harbour strike", "body": "Dockers *walked* out.\n\n<b>The port</b> is closed."}
+
+    article = article_of(page(publish_directly(target, payload, None)))
+
+    assert article == (
+        "\n<h1>Harbour strike</h1>\n<p>Dockers *walked* out.</p>\n<p>&lt;b&gt;The port&lt;/b&gt; is closed.</p>\n"
+    )
