@@ -181,11 +181,12 @@ def quality_problems(inputs: dict[str, dict[str, Any]]) -> list[str]:
 
 class SuggestionTake(TextChoices):
     """What an editor takes from a completed run: the choice of title is always explicit. The
-    standfirst goes with the headline: it is written to stand under it."""
+    standfirst comes only with the whole suggestion: a run that wrote revision 1 put its standfirst
+    there already, and taking its headline never replaces a standfirst the editor has since written."""
 
-    HEADLINE = "headline", "Use the headline as the title, with its standfirst"
+    HEADLINE = "headline", "Use the headline as the title"
     DRAFT = "draft", "Use the draft, keep the title"
-    BOTH = "both", "Use the headline, its standfirst and the draft"
+    BOTH = "both", "Use the headline, the standfirst and the draft"
 
 
 def _standfirst(artifacts: dict[str, dict[str, Any]]) -> str:
@@ -230,8 +231,8 @@ def apply_suggestion(current: dict[str, Any], artifacts: dict[str, dict[str, Any
     payload = dict(current)
     if take in (SuggestionTake.HEADLINE, SuggestionTake.BOTH):
         payload["title"] = suggested["title"]
-        if "standfirst" in suggested:
-            payload["standfirst"] = suggested["standfirst"]
+    if take == SuggestionTake.BOTH and "standfirst" in suggested:
+        payload["standfirst"] = suggested["standfirst"]
     if take in (SuggestionTake.DRAFT, SuggestionTake.BOTH):
         payload["body"] = suggested["body"]
     return payload

@@ -142,9 +142,9 @@ def do_create_revision(
 
 def check_use_suggestion(public_id: str, *, run_number: Any, take: Any, acting_user: AnyUser) -> tuple[Revision, bool]:
     """Write the brief's next revision, as the editor's own, from what they take of a completed
-    run's suggestion (`take`, a SuggestionTake): the headline (with the run's standfirst, when it
-    has one) as the title, the draft as the Markdown body, or both; the rest stays as in the latest
-    revision, and the story is checked by publishing.story.clean_story.
+    run's suggestion (`take`, a SuggestionTake): the headline as the title, the draft as the
+    Markdown body, or both (with the run's standfirst, when it has one); the rest stays as in the
+    latest revision, and the story is checked by publishing.story.clean_story.
 
     The headline of any completed run may be taken; the draft only from a run that found an
     editor's revision and so suggested its draft instead of writing it. Locks the brief's row.

@@ -217,12 +217,12 @@ def test_suggested_payload__the_headline_the_standfirst_and_the_draft():
 @pytest.mark.parametrize(
     ("take", "expected"),
     [
-        (SuggestionTake.HEADLINE, {"title": HEADLINE, "standfirst": STANDFIRST, "body": "Edited by hand."}),
+        (SuggestionTake.HEADLINE, {"title": HEADLINE, "standfirst": "The editor's dek.", "body": "Edited by hand."}),
         (SuggestionTake.DRAFT, {"title": "Harbour strike", "standfirst": "The editor's dek.", "body": DRAFT}),
         (SuggestionTake.BOTH, {"title": HEADLINE, "standfirst": STANDFIRST, "body": DRAFT}),
     ],
 )
-def test_apply_suggestion__the_standfirst_goes_with_the_headline__byline_and_tags_stay(take, expected):
+def test_apply_suggestion__the_standfirst_only_with_the_whole_suggestion__byline_and_tags_stay(take, expected):
     current = {
         "title": "Harbour strike",
         "standfirst": "The editor's dek.",
