@@ -25,6 +25,7 @@ from publishing.identities import PUBLICATION_KINDS
 from publishing.models import ApiToken, Brief, Draft, EditorPresence, PublicationProblem, Revision
 from publishing.roles import Role, has_role
 from publishing.selectors.problems import PROBLEM_QUEUED, get_publication_problem
+from publishing.story import story_fields
 from workers.admin import ReadOnlyAdmin
 from workers.models import AuditEvent, OperationStatus
 
@@ -56,9 +57,42 @@ class BriefAdmin(ReadOnlyAdmin):
 
 @admin.register(Revision)
 class RevisionAdmin(ReadOnlyAdmin):
-    list_display = ["brief", "number", "payload_hash", "author", "created_at"]
+    """Read-only, as revisions are immutable: the story field by field (publishing/story.py), empty
+    where a revision has none, beside the payload exactly as hashed."""
+
+    list_display = ["brief", "number", "headline", "payload_hash", "author", "created_at"]
     search_fields = ["brief__public_id", "payload_hash"]
     list_select_related = ["brief", "author"]
+    fieldsets = [
+        (None, {"fields": ["brief", "number", "author", "created_at"]}),
+        ("Story", {"fields": ["headline", "standfirst", "body_markdown", "byline", "section", "tags"]}),
+        ("As hashed", {"fields": ["payload_hash", "payload"]}),
+    ]
+    readonly_fields = ["headline", "standfirst", "body_markdown", "byline", "section", "tags"]
+
+    @admin.display(description="Headline")
+    def headline(self, revision: Revision) -> str:
+        return str(story_fields(revision.payload)["title"])
+
+    @admin.display(description="Standfirst")
+    def standfirst(self, revision: Revision) -> str:
+        return str(story_fields(revision.payload)["standfirst"])
+
+    @admin.display(description="Body (Markdown)")
+    def body_markdown(self, revision: Revision) -> str:
+        return str(story_fields(revision.payload)["body"])
+
+    @admin.display(description="Byline")
+    def byline(self, revision: Revision) -> str:
+        return str(story_fields(revision.payload)["byline"])
+
+    @admin.display(description="Section")
+    def section(self, revision: Revision) -> str:
+        return str(story_fields(revision.payload)["section"])
+
+    @admin.display(description="Tags")
+    def tags(self, revision: Revision) -> str:
+        return ", ".join(story_fields(revision.payload)["tags"])
 
 
 @admin.register(Draft)

@@ -13,6 +13,7 @@ nothing an editor types reaches a reader as markup of their own making.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -148,15 +149,37 @@ def render_markdown(text: str) -> str:
     ).strip()
 
 
+def html_text(markup: str) -> str:
+    """The text a reader sees in `markup`: every tag dropped (scripts and styles with their content),
+    character references decoded. Plain text, never to be put into HTML unescaped."""
+    return html.unescape(nh3.clean(markup, tags=set())).strip()
+
+
+# Where a block of HTML ends: a paragraph break in the text (html_paragraphs).
+_BLOCK_END = re.compile(r"</(?:p|div|li|h[1-6]|blockquote|pre|tr|figure)\s*>|<br\s*/?>|<hr\s*/?>", re.IGNORECASE)
+_BLANK_LINES = re.compile(r"\n\s*\n+")
+
+
+def html_paragraphs(markup: str) -> str:
+    """A site's HTML (or the plain text a CMS stores with blank lines) as plain-text paragraphs, one
+    blank line between them: what a body taken from a website may hold, never its markup."""
+    text = html_text(_BLOCK_END.sub("\n\n", markup))
+    paragraphs = (" ".join(part.split()) for part in _BLANK_LINES.split(text))
+    return "\n\n".join(part for part in paragraphs if part)
+
+
+def body_text(payload: Mapping[str, Any]) -> str:
+    """The body as a reader sees its text once rendered (what a published page must show)."""
+    return html_text(render_markdown(str(story_fields(payload)["body"])))
+
+
 def excerpt(payload: Mapping[str, Any]) -> str:
     """What a channel shows under the headline: the standfirst, else the body's first paragraph as text."""
     fields = story_fields(payload)
     if fields["standfirst"]:
         return str(fields["standfirst"])
     first = next((part.strip() for part in str(fields["body"]).split("\n\n") if part.strip()), "")
-    # The rendered paragraph without its markup is still HTML (`&amp;`, `&lt;`): unescaped, it is text
-    # like a standfirst, which whoever shows it escapes once.
-    return html.unescape(nh3.clean(render_markdown(first), tags=set()).strip())
+    return html_text(render_markdown(first))
 
 
 def render_story(payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,12 @@
 """The summary pipeline's rules, with no I/O: the steps and their order, what each AI step is
 asked, the quality gate, and how the artifacts become the first revision or a suggestion.
 
-outline → draft → headline → quality gate → the first revision (the editor's title, the draft)
-                                            or a suggestion (when an editor wrote a revision first);
-                                            the headline is always only suggested
+outline → draft → headline → standfirst → quality gate
+    → the first revision (the editor's title, the standfirst, the draft as the Markdown body)
+      or a suggestion (when an editor wrote a revision first); the headline is always only suggested
+
+A run stored before the standfirst step has no standfirst artifact: its suggestion is the headline
+and the draft, as it always was (the quality gate and the payloads treat the standfirst as optional).
 """
 
 from __future__ import annotations
@@ -20,22 +23,33 @@ class SummaryStep(TextChoices):
     OUTLINE = "outline", "Outline"
     DRAFT = "draft", "Draft"
     HEADLINE = "headline", "Headline"
+    STANDFIRST = "standfirst", "Standfirst"
     QUALITY_GATE = "quality_gate", "Quality gate"
 
 
-STEPS = [SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE, SummaryStep.QUALITY_GATE]
+STEPS = [SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE, SummaryStep.STANDFIRST, SummaryStep.QUALITY_GATE]
 NEXT_STEP: dict[str, SummaryStep] = dict(itertools.pairwise(STEPS))
 
 # What each AI step is asked, and which earlier artifact (or the source, None) it works from.
 INSTRUCTIONS = {
     SummaryStep.OUTLINE: ("You write the outline: the key points of the material, one per line.", None),
-    SummaryStep.DRAFT: ("You write the draft: a short news summary from the outline.", SummaryStep.OUTLINE),
+    SummaryStep.DRAFT: (
+        "You write the draft: a short news summary from the outline, in Markdown, a blank line between paragraphs.",
+        SummaryStep.OUTLINE,
+    ),
     SummaryStep.HEADLINE: ("You write the headline: one line, no trailing period.", SummaryStep.DRAFT),
+    SummaryStep.STANDFIRST: (
+        "You write the standfirst: one or two plain sentences under the headline that tell the story.",
+        SummaryStep.DRAFT,
+    ),
 }
 
 DRAFT_MIN_CHARS = 20
 DRAFT_MAX_CHARS = 20_000
 HEADLINE_MAX_CHARS = 200
+# publishing.story's bound for the standfirst, repeated because this module stays pure (no model
+# imports); tests/publishing/test_summary_rules.py holds them equal.
+STANDFIRST_MAX_CHARS = 500
 
 # Where a provider's own voice can start: the text, a line (after an optional bullet), or a
 # sentence. Not inside a quotation: a story that quotes a chatbot quotes it after a quote mark.
@@ -65,7 +79,7 @@ LEFTOVER_PROMPT = re.compile(
             r"^[ \t]*here(?: is|'s|\u2019s) (?:a |an |the |your )?(?:[\w-]+ ){0,3}?(?:summary|draft|outline|headline)\b"
             r"[^.\n]{0,60}?(?::|\byou (?:asked for|requested)\b)",
             # The pipeline's own instructions echoed back (INSTRUCTIONS), or a generic prompt's.
-            r"you write the (?:outline|draft|headline)\b",
+            r"you write the (?:outline|draft|headline|standfirst)\b",
             _START + r"summari[sz]e the following\b",
             # Template placeholders and chat-template tokens left unfilled; filler text.
             r"\{\{|\}\}|<\||\[insert\b|lorem ipsum",
@@ -142,6 +156,7 @@ def quality_problems(inputs: dict[str, dict[str, Any]]) -> list[str]:
     outline = str(inputs.get(SummaryStep.OUTLINE, {}).get("text", "")).strip()
     draft = str(inputs.get(SummaryStep.DRAFT, {}).get("text", "")).strip()
     headline = str(inputs.get(SummaryStep.HEADLINE, {}).get("text", "")).strip()
+    standfirst = _standfirst(inputs)
     if not outline:
         problems.append("the outline is empty")
     if not draft:
@@ -154,7 +169,9 @@ def quality_problems(inputs: dict[str, dict[str, Any]]) -> list[str]:
         problems.append(f"the headline must be one line of at most {HEADLINE_MAX_CHARS} characters")
     elif dangling := cut_off_ending(headline):
         problems.append(f"the headline looks cut off: it ends with {dangling!r}")
-    for name, text in (("outline", outline), ("draft", draft), ("headline", headline)):
+    if len(standfirst) > STANDFIRST_MAX_CHARS:
+        problems.append(f"the standfirst has {len(standfirst)} characters; at most {STANDFIRST_MAX_CHARS} are allowed")
+    for name, text in (("outline", outline), ("draft", draft), ("headline", headline), ("standfirst", standfirst)):
         if leftover := LEFTOVER_PROMPT.search(text):
             problems.append(f"the {name} contains leftover prompt text ({leftover.group(0).strip()!r})")
         if "\x00" in text:
@@ -163,17 +180,31 @@ def quality_problems(inputs: dict[str, dict[str, Any]]) -> list[str]:
 
 
 class SuggestionTake(TextChoices):
-    """What an editor takes from a completed run: the choice of title is always explicit."""
+    """What an editor takes from a completed run: the choice of title is always explicit. The
+    standfirst comes only with the whole suggestion: a run that wrote revision 1 put its standfirst
+    there already, and taking its headline never replaces a standfirst the editor has since written."""
 
     HEADLINE = "headline", "Use the headline as the title"
     DRAFT = "draft", "Use the draft, keep the title"
-    BOTH = "both", "Use the headline and the draft"
+    BOTH = "both", "Use the headline, the standfirst and the draft"
 
 
-def first_revision_payload(artifacts: dict[str, dict[str, Any]], *, title: str) -> dict[str, str]:
-    """The revision a run writes when the brief has none: the editor's title, the draft as body.
-    The headline stays a suggestion (suggested_headline) until an editor takes it."""
-    return {"title": title, "body": str(artifacts[SummaryStep.DRAFT]["text"]).strip()}
+def _standfirst(artifacts: dict[str, dict[str, Any]]) -> str:
+    """The run's standfirst; empty for a run stored before the standfirst step (module docstring)."""
+    return str(artifacts.get(SummaryStep.STANDFIRST, {}).get("text", "")).strip()
+
+
+def _draft(artifacts: dict[str, dict[str, Any]]) -> str:
+    return str(artifacts[SummaryStep.DRAFT]["text"]).strip()
+
+
+def first_revision_payload(artifacts: dict[str, dict[str, Any]], *, title: str) -> dict[str, Any]:
+    """The revision a run writes when the brief has none: the editor's title, the standfirst (left
+    out when the run has none, as publishing.story leaves out every empty field), the draft as the
+    Markdown body; the quality gate has held them to the story's bounds. The headline stays a
+    suggestion (suggested_headline) until an editor takes it."""
+    standfirst = _standfirst(artifacts)
+    return {"title": title, **({"standfirst": standfirst} if standfirst else {}), "body": _draft(artifacts)}
 
 
 def suggested_headline(artifacts: dict[str, dict[str, Any]]) -> str:
@@ -182,17 +213,26 @@ def suggested_headline(artifacts: dict[str, dict[str, Any]]) -> str:
 
 def suggested_payload(artifacts: dict[str, dict[str, Any]]) -> dict[str, str]:
     """The whole suggestion of a run that found an editor's revision: the headline as title, the
-    draft as body."""
-    return {"title": suggested_headline(artifacts), "body": str(artifacts[SummaryStep.DRAFT]["text"]).strip()}
+    standfirst (when the run has one) and the draft as body."""
+    suggestion = {
+        "title": suggested_headline(artifacts),
+        "standfirst": _standfirst(artifacts),
+        "body": _draft(artifacts),
+    }
+    return {name: text for name, text in suggestion.items() if text or name != "standfirst"}
 
 
 def apply_suggestion(current: dict[str, Any], artifacts: dict[str, dict[str, Any]], *, take: str) -> dict[str, Any]:
     """The payload of the revision an editor writes by taking `take` from a run's suggestion on
-    top of `current` (the latest revision's payload): what is not taken stays as it is."""
+    top of `current` (the latest revision's payload): what is not taken stays as it is (the caller
+    checks the result with publishing.story.clean_story). A run without a standfirst leaves the
+    current one in place."""
     suggested = suggested_payload(artifacts)
     payload = dict(current)
     if take in (SuggestionTake.HEADLINE, SuggestionTake.BOTH):
         payload["title"] = suggested["title"]
+    if take == SuggestionTake.BOTH and "standfirst" in suggested:
+        payload["standfirst"] = suggested["standfirst"]
     if take in (SuggestionTake.DRAFT, SuggestionTake.BOTH):
         payload["body"] = suggested["body"]
     return payload

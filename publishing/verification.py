@@ -1,7 +1,8 @@
 """What counts as a published page showing the article (docs/invariants.md#i10), with no I/O.
 
 The target protocol defines no markup on the permalink page (docs/target-protocol.md#permalink),
-only that it shows the article's title and body; so the page is read as text, and the approved title must stand in it.
+only that it shows the article's title and body; so the page is read as text, and the approved title
+and the body's text must stand in it.
 """
 
 from __future__ import annotations
@@ -32,3 +33,16 @@ def _normalized(text: str) -> str:
 def shows_title(page_text: str, title: str) -> bool:
     """Whether the page's text shows `title`, up to the typography a CMS applies (docs/invariants.md#i10)."""
     return _normalized(title) in _normalized(page_text)
+
+
+def _unspaced(text: str) -> str:
+    return _SPACE.sub("", _normalized(text))
+
+
+def shows_body(page_text: str, *, rendered: str, source: str) -> bool:
+    """Whether the page's text shows the body: as rendered from Markdown (`rendered`, its text), or as
+    its source (a target that shows the body as typed, as older ones do). White space is ignored
+    altogether, since a page's markup splits and joins text at every element boundary, and the
+    typography a CMS applies is undone as for the title."""
+    page = _unspaced(page_text)
+    return _unspaced(rendered) in page or _unspaced(source) in page

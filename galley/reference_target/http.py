@@ -211,6 +211,7 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         **receipt(row),
                         "payload": json.loads(row["payload"]),
+                        "rendered": json.loads(row["rendered"]) if row["rendered"] else None,
                         "published_at": row["published_at"],
                     },
                 )

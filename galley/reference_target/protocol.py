@@ -3,6 +3,11 @@ the published page.
 
 A request is checked before anything is stored or any fault drawn: the body's shape, the
 Idempotency-Key header, and the payload hash recomputed here.
+
+The page is built from the payload's text fields, escaped, and from `rendered.content_html` (the
+body as Galley rendered it) cleaned again with nh3: Galley sanitized it already, but a target takes
+no markup from across the network on trust. A request without `rendered` (an older Galley) gets the
+page it always did: the headline and the body's paragraphs as text.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import json
 import re
 import sqlite3
 from typing import Any
+
+import nh3
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 _HASH_RE = re.compile(r"[0-9a-f]{64}")
@@ -62,6 +69,8 @@ def validate_publication(raw: bytes, idempotency_key: str | None) -> dict[str, A
     for name in ("title", "body"):
         if not isinstance(payload.get(name), str):
             raise InvalidRequest(f"payload.{name} must be a string")
+    if "rendered" in body:
+        _validate_rendered(body["rendered"], payload)
     if not idempotency_key:
         raise InvalidRequest("the Idempotency-Key header is required")
     if idempotency_key != body["operation_key"]:
@@ -75,6 +84,23 @@ def validate_publication(raw: bytes, idempotency_key: str | None) -> dict[str, A
     return body
 
 
+RENDERED_TEXTS = ("title", "excerpt", "content_html", "byline", "section")
+
+
+def _validate_rendered(rendered: Any, payload: dict[str, Any]) -> None:
+    if not isinstance(rendered, dict):
+        raise InvalidRequest("rendered must be a JSON object")
+    for name in RENDERED_TEXTS:
+        if not isinstance(rendered.get(name, ""), str):
+            raise InvalidRequest(f"rendered.{name} must be a string")
+    tags = rendered.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        raise InvalidRequest("rendered.tags must be a list of strings")
+    # The headline readers see is the hashed one: a page never shows a title the hash does not cover.
+    if rendered.get("title", payload["title"]) != payload["title"]:
+        raise InvalidRequest("rendered.title must equal payload.title")
+
+
 def receipt(row: sqlite3.Row) -> dict[str, Any]:
     return {
         "id": row["id"],
@@ -86,13 +112,43 @@ def receipt(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
-def article_html(row: sqlite3.Row) -> str:
-    payload = json.loads(row["payload"])
-    title = html.escape(payload["title"])
-    paragraphs = [part.strip() for part in payload["body"].split("\n\n") if part.strip()]
-    body = "\n".join(f"<p>{html.escape(part)}</p>" for part in paragraphs)
+def _page(title: str, article: str) -> str:
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{title}</title>\n"
-        f"</head>\n<body>\n<article>\n<h1>{title}</h1>\n{body}\n</article>\n</body>\n</html>\n"
+        f"</head>\n<body>\n<article>\n{article}\n</article>\n</body>\n</html>\n"
     )
+
+
+def _text(payload: dict[str, Any], name: str) -> str:
+    value = payload.get(name, "")
+    return value if isinstance(value, str) else ""
+
+
+def article_html(row: sqlite3.Row) -> str:
+    """The published page: the headline (h1), the standfirst, the byline, the body, then the section and
+    tags. Text comes from the payload (the hashed story), escaped; only the body's HTML from `rendered`."""
+    payload = json.loads(row["payload"])
+    title = html.escape(payload["title"])
+    rendered = json.loads(row["rendered"]) if row["rendered"] else None
+    if rendered is None:
+        paragraphs = [part.strip() for part in payload["body"].split("\n\n") if part.strip()]
+        body = "\n".join(f"<p>{html.escape(part)}</p>" for part in paragraphs)
+        return _page(title, f"<h1>{title}</h1>\n{body}")
+    standfirst, byline, section = (_text(payload, name) for name in ("standfirst", "byline", "section"))
+    tags = (
+        [tag for tag in payload.get("tags", []) if isinstance(tag, str)]
+        if isinstance(payload.get("tags"), list)
+        else []
+    )
+    parts = [f"<h1>{title}</h1>"]
+    if standfirst:
+        parts.append(f'<p class="standfirst">{html.escape(standfirst)}</p>')
+    if byline:
+        parts.append(f'<p class="byline">By {html.escape(byline)}</p>')
+    parts.append(f'<div class="body">\n{nh3.clean(rendered.get("content_html", ""))}\n</div>')
+    if section or tags:
+        filed = [html.escape(section)] if section else []
+        filed += [f"#{html.escape(tag)}" for tag in tags]
+        parts.append(f'<p class="filed">{" · ".join(filed)}</p>')
+    return _page(title, "\n".join(parts))

@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS publications (
     payload_hash  TEXT NOT NULL,
     payload       TEXT NOT NULL,
     permalink     TEXT NOT NULL,
-    published_at  TEXT NOT NULL
+    published_at  TEXT NOT NULL,
+    rendered      TEXT
 );
 CREATE INDEX IF NOT EXISTS publications_brief_revision ON publications (brief_id, revision);
 CREATE TABLE IF NOT EXISTS ledger (
@@ -75,6 +76,10 @@ class Store:
         with self.connect() as conn:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.executescript(_SCHEMA)
+            # A file written before publications kept the rendered story: its rows have none (NULL).
+            columns = {row["name"] for row in conn.execute("PRAGMA table_info(publications)")}
+            if "rendered" not in columns:
+                conn.execute("ALTER TABLE publications ADD COLUMN rendered TEXT")
 
     def by_key(self, conn: sqlite3.Connection, operation_key: str) -> sqlite3.Row | None:
         return conn.execute("SELECT * FROM publications WHERE operation_key = ?", (operation_key,)).fetchone()
@@ -117,9 +122,11 @@ class Store:
             publication_id = f"pub-{uuid.uuid4().hex}"
             now = _now()
             payload_text = json.dumps(body["payload"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            rendered = body.get("rendered")
+            rendered_text = None if rendered is None else json.dumps(rendered, sort_keys=True, ensure_ascii=False)
             conn.execute(
                 "INSERT INTO publications (id, operation_key, brief_id, revision, payload_hash, payload,"
-                " permalink, published_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " permalink, published_at, rendered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     publication_id,
                     body["operation_key"],
@@ -129,6 +136,7 @@ class Store:
                     payload_text,
                     f"{base_url}/articles/{publication_id}",
                     now,
+                    rendered_text,
                 ),
             )
             conn.execute(

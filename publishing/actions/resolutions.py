@@ -14,8 +14,8 @@ to do (then its message says why).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from publishing.actions.revisions import do_create_revision
@@ -24,9 +24,9 @@ from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key, revision_number
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
-from publishing.selectors.problems import PROBLEM_OPEN, get_publication_problem
-from publishing.selectors.revisions import get_latest_revision
-from publishing.story import TITLE_MAX_CHARS
+from publishing.selectors.problems import PROBLEM_OPEN, DriftShown, get_publication_problem
+from publishing.selectors.revisions import get_latest_revision, get_revision
+from publishing.story import clean_story, html_paragraphs, render_story, story_fields
 from publishing.validation import clean_text
 from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_cancel_operation, do_retry_operation_now
@@ -299,23 +299,29 @@ def check_adopt_drift(operation: Operation, *, acting_user: AnyUser) -> Outcome:
     drift = get_publication_problem(locked).drift
     if drift is None:
         return Outcome(False, "Galley has no record of what the site shows: retry the check, or accept.")
-    payload = {
-        "title": clean_text(drift.title, field="The site's title", max_chars=TITLE_MAX_CHARS, required=True),
-        "body": clean_text(
-            drift.body, field="The site's body", max_chars=settings.GALLEY_MAX_BODY_CHARS, required=True
-        ),
-    }
     number = revision_number(locked)
-    try:
-        digest = payload_hash(payload)
-    except PayloadError as exc:
-        raise InvalidInput(f"What the site shows cannot be a revision: {exc}") from None
-    if digest == locked.payload_hash:
+    published = get_revision(brief, number).payload
+    if _shows_revision(drift, published):
         return Outcome(
             False,
-            f"The site's title and body are revision {number}'s own; only its excerpt or status differ, which no "
-            f"revision holds. Republish revision {number} (it restores them), or accept what the site shows.",
+            f"The site's title, text and excerpt are revision {number}'s own; only its status differs, which no "
+            f"revision holds. Republish revision {number} (it restores it), or accept what the site shows.",
         )
+    # The site's content is HTML (or text typed in wp-admin): its text becomes the Markdown body as plain
+    # paragraphs, never its markup; its excerpt is the standfirst. What the site does not report (byline,
+    # section, tags) stays as published.
+    try:
+        payload = clean_story(
+            {
+                **story_fields(published),
+                "title": drift.title,
+                "standfirst": drift.excerpt,
+                "body": html_paragraphs(drift.body),
+            }
+        )
+        payload_hash(payload)
+    except (InvalidInput, PayloadError) as exc:
+        raise InvalidInput(f"What the site shows cannot be a revision: {exc}") from None
     latest = get_latest_revision(brief)
     revision, _created = do_create_revision(
         brief, base_number=latest.number if latest is not None else 0, payload=payload, acting_user=user
@@ -334,5 +340,19 @@ def check_adopt_drift(operation: Operation, *, acting_user: AnyUser) -> Outcome:
         old_state={"operation": locked.key, "approved_hash": locked.payload_hash},
         new_state={"revision": revision.number, "payload_hash": revision.payload_hash, "live_hash": drift.hash},
     )
-    excerpt = " The site's excerpt is no part of a revision: publishing it clears the excerpt." if drift.excerpt else ""
-    return Outcome(True, f"Adopted what the site shows as revision {revision.number}; it waits for approval.{excerpt}")
+    return Outcome(
+        True,
+        f"Adopted what the site shows as revision {revision.number}, its text as plain paragraphs (the site's "
+        "formatting is not kept: edit the revision to restore it); it waits for approval.",
+    )
+
+
+def _shows_revision(drift: DriftShown, payload: dict[str, Any]) -> bool:
+    """Whether the site's title, content and excerpt are exactly what publishing `payload` wrote (the
+    plugin before structured stories wrote the body itself as the content)."""
+    rendered = render_story(payload)
+    return (
+        drift.title == rendered["title"]
+        and drift.body in (rendered["content_html"], story_fields(payload)["body"])
+        and drift.excerpt == story_fields(payload)["standfirst"]
+    )

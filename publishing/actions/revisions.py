@@ -142,8 +142,9 @@ def do_create_revision(
 
 def check_use_suggestion(public_id: str, *, run_number: Any, take: Any, acting_user: AnyUser) -> tuple[Revision, bool]:
     """Write the brief's next revision, as the editor's own, from what they take of a completed
-    run's suggestion (`take`, a SuggestionTake): the headline as the title, the draft as the body,
-    or both; the rest stays as in the latest revision.
+    run's suggestion (`take`, a SuggestionTake): the headline as the title, the draft as the
+    Markdown body, or both (with the run's standfirst, when it has one); the rest stays as in the
+    latest revision, and the story is checked by publishing.story.clean_story.
 
     The headline of any completed run may be taken; the draft only from a run that found an
     editor's revision and so suggested its draft instead of writing it. Locks the brief's row.
@@ -164,7 +165,7 @@ def check_use_suggestion(public_id: str, *, run_number: Any, take: Any, acting_u
     # A completed run always leaves a revision (its own or the editor's it found); the brief's
     # title stands in only to keep this total.
     current = latest.payload if latest is not None else {"title": brief.title, "body": ""}
-    payload = apply_suggestion(current, get_canonical_artifacts(run), take=take)
+    payload = clean_story(apply_suggestion(current, get_canonical_artifacts(run), take=take))
     return do_create_revision(
         brief, base_number=latest.number if latest else 0, payload=payload, acting_user=acting_user
     )

@@ -32,7 +32,15 @@ from publishing.selectors.briefs import BRIEF_LIST_ORDER, access_brief
 from publishing.selectors.publications import get_publication_state
 from publishing.selectors.revisions import get_latest_revision, get_revision, list_revisions
 from publishing.selectors.summaries import get_pipeline_view
-from publishing.story import TITLE_MAX_CHARS
+from publishing.story import (
+    BYLINE_MAX_CHARS,
+    SECTION_MAX_CHARS,
+    STANDFIRST_MAX_CHARS,
+    TAG_MAX_CHARS,
+    TAGS_MAX,
+    TITLE_MAX_CHARS,
+    story_fields,
+)
 from publishing.summary_rules import SuggestionTake
 
 router = Router(tags=["briefs"])
@@ -67,6 +75,7 @@ class BriefOut(Schema):
 class SuggestionOut(Schema):
     run_number: int = Field(description="Pass to use-suggestion to make it the next revision.")
     title: str
+    standfirst: str = Field(description="Empty when the run has none (runs from before the standfirst step).")
     body: str
 
 
@@ -96,18 +105,42 @@ class BriefFilters(Schema):
     limit: int = Field(20, ge=1, le=MAX_PAGE)
 
 
+# A line break inside a one-line field or a comma inside a tag is refused by publishing.story, in words
+# ("Byline must be a single line."), where a schema pattern would only quote itself.
+Tag = Annotated[str, Field(max_length=TAG_MAX_CHARS, pattern=NO_NUL)]
+
+
 class RevisionIn(BodyIn):
+    """A story (publishing/story.py): the headline and the Markdown body, and optionally the standfirst,
+    byline, section and tags. An optional field left out, null or empty is no part of the revision."""
+
     base_revision: int = Field(ge=0, le=MAX_DB_INT, description="The revision your text starts from (0 for the first).")
-    title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT)
-    body: str = Field(min_length=1, pattern=TEXT, description="Up to GALLEY_MAX_BODY_CHARS characters.")
+    title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT, description="The headline: one line.")
+    standfirst: str | None = Field(
+        None, max_length=STANDFIRST_MAX_CHARS, pattern=NO_NUL, description="One or two sentences under the headline."
+    )
+    body: str = Field(
+        min_length=1, pattern=TEXT, description="Markdown (raw HTML is shown as text); up to GALLEY_MAX_BODY_CHARS."
+    )
+    byline: str | None = Field(None, max_length=BYLINE_MAX_CHARS, pattern=NO_NUL, description="One line.")
+    section: str | None = Field(None, max_length=SECTION_MAX_CHARS, pattern=NO_NUL, description="One line.")
+    tags: list[Tag] | None = Field(
+        None, max_length=TAGS_MAX, description="Words without commas; repeats (in any case) are kept once."
+    )
 
 
 class RevisionOut(Schema):
     brief_id: str
     number: int
-    title: str
-    body: str
-    payload: dict[str, Any]
+    title: str = Field(description="The headline.")
+    standfirst: str = Field(
+        description="Empty when the revision has none, as in every revision before structured stories."
+    )
+    body: str = Field(description="Markdown.")
+    byline: str
+    section: str
+    tags: list[str]
+    payload: dict[str, Any] = Field(description="The revision's story as hashed: empty optional fields left out.")
     payload_hash: str
     author: str
     created_at: datetime
@@ -188,15 +221,19 @@ def suggestion_out(brief: Brief) -> SuggestionOut | None:
     suggestion = pipeline.suggestion
     if suggestion is None:
         return None
-    return SuggestionOut(run_number=pipeline.run.number, title=suggestion["title"], body=suggestion["body"])
+    return SuggestionOut(
+        run_number=pipeline.run.number,
+        title=suggestion["title"],
+        standfirst=suggestion.get("standfirst", ""),
+        body=suggestion["body"],
+    )
 
 
 def revision_out(revision: Revision, *, public_id: str) -> RevisionOut:
     return RevisionOut(
         brief_id=public_id,
         number=revision.number,
-        title=str(revision.payload.get("title", "")),
-        body=str(revision.payload.get("body", "")),
+        **story_fields(revision.payload),
         payload=revision.payload,
         payload_hash=revision.payload_hash,
         author=revision.author.get_username(),
@@ -337,7 +374,15 @@ def create_revision(
 
     def write(user: User) -> tuple[int, RevisionOut]:
         revision, created = check_create_revision(
-            brief_id, base_number=data.base_revision, title=data.title, body=data.body, acting_user=user
+            brief_id,
+            base_number=data.base_revision,
+            title=data.title,
+            standfirst=data.standfirst,
+            body=data.body,
+            byline=data.byline,
+            section=data.section,
+            tags=data.tags,
+            acting_user=user,
         )
         return (201 if created else 200), revision_out(revision, public_id=revision.brief.public_id)
 

@@ -17,7 +17,7 @@ import httpx
 from django.conf import settings
 
 from publishing.clients import http
-from publishing.summary_rules import DANGLING_WORDS, HEADLINE_MAX_CHARS, cut_off_ending
+from publishing.summary_rules import DANGLING_WORDS, HEADLINE_MAX_CHARS, STANDFIRST_MAX_CHARS, cut_off_ending
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ SENTENCE = re.compile(
 )
 BULLET = re.compile(r"^\s*[-*]\s+", re.MULTILINE)
 # The pipeline's instructions start "You write the <task>"; the offline model reads its task there.
-TASK = re.compile(r"You write the (outline|draft|headline)")
+TASK = re.compile(r"You write the (outline|draft|headline|standfirst)")
 
 # A headline a reader takes in at a glance; the quality gate's HEADLINE_MAX_CHARS is the hard bound.
 HEADLINE_TARGET_CHARS = 100
@@ -203,6 +203,20 @@ def compose_headline(sentences: list[str], rng: random.Random) -> str:
     return " ".join(words[: (before_phrase or fits or [1])[0]])
 
 
+def compose_standfirst(sentences: list[str], rng: random.Random) -> str:
+    """One or two consecutive sentences of the draft within the standfirst's limit; a draft whose
+    sentences are all longer gives a headline-length stretch of its first one, as a sentence."""
+    fitting = [
+        " ".join(sentences[start : start + count])
+        for count in (rng.randint(1, 2), 1)
+        for start in range(len(sentences) - count + 1)
+        if len(" ".join(sentences[start : start + count])) <= STANDFIRST_MAX_CHARS
+    ]
+    if fitting:
+        return fitting[0]
+    return compose_headline(sentences[:1], rng) + "."
+
+
 class OfflineProvider:
     """A local extractive summarizer: picks and orders sentences of the prompt's material, and
     composes a headline that ends where a sentence, a clause or a phrase does.
@@ -225,6 +239,8 @@ class OfflineProvider:
         rng = random.Random(seed)  # noqa: S311 (variation, not security)
         if kind == "headline":
             text = compose_headline(sentences, rng)
+        elif kind == "standfirst":
+            text = compose_standfirst(sentences, rng)
         else:
             count = min(len(sentences), rng.randint(2, 4))
             picked = sorted(rng.sample(range(len(sentences)), count))

@@ -131,9 +131,12 @@ class TargetCheck:
 @dataclass(frozen=True)
 class LiveContent:
     """What the target shows now for a publication, beyond what Galley sent (the WordPress plugin's
-    "live": its post's raw fields as they are at the time of the request). `hash` is the sha256 of
-    that content in the payload's canonical form (title and body, plus an excerpt when the post has
-    one), so a post that shows exactly revision N has N's payload hash and status "publish"."""
+    "live": its post's raw fields as they are at the time of the request; `body` is the post's
+    content, the rendered HTML of a structured story). `hash` is the publication's payload hash
+    while the post holds exactly what the publication wrote, else the sha256 of the post's content in
+    the payload's canonical form (title and body, plus an excerpt when the post has one), so a post
+    that shows exactly revision N has N's payload hash and status "publish"
+    (docs/wordpress.md#drift)."""
 
     hash: str
     title: str
@@ -245,9 +248,14 @@ class TargetClient:
         revision: int,
         payload_hash: str,
         payload: dict[str, Any],
+        rendered: dict[str, Any] | None = None,
         republish: bool = False,
     ) -> tuple[Receipt, bool]:
         """POST the publication with Idempotency-Key = operation_key.
+
+        `payload` is the revision's JSON object, whose hash is `payload_hash`; `rendered` is the story
+        as Galley renders it (publishing.story.render_story), for the target's page. It is no part of
+        the hash: the same revision rendered by another Galley version is the same publication.
 
         Returns (receipt, True) for a first application (201) and (receipt, False) for a replay
         (200). Raises a TargetError subclass otherwise; TargetAmbiguous means it may have applied.
@@ -262,6 +270,8 @@ class TargetClient:
             "payload_hash": payload_hash,
             "payload": payload,
         }
+        if rendered is not None:
+            body["rendered"] = rendered
         if republish:
             body["republish"] = True
         content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -487,7 +497,8 @@ class WordPressClient(TargetClient):
     credentials = "GALLEY_WORDPRESS_USER / GALLEY_WORDPRESS_APP_PASSWORD"
     PLUGIN = "galley-publishing"
     # 2: lookups and read-backs report the post's live content (drift), and a republish is accepted.
-    PLUGIN_VERSION = "2"
+    # 3: structured stories: the rendered story is the post's content, excerpt, tags, category and byline.
+    PLUGIN_VERSION = "3"
 
     def __init__(
         self,

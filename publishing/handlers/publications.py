@@ -21,7 +21,8 @@ from publishing.identities import PUBLISH, publish_key, revision_number
 from publishing.models import Publication, Revision
 from publishing.selectors.publications import get_publication, list_newer_sent_revisions
 from publishing.selectors.publish_checks import PublishChecks, get_publish_checks
-from publishing.verification import shows_title
+from publishing.story import body_text, render_story
+from publishing.verification import shows_body, shows_title
 from workers.actions.claims import renew_lease
 from workers.crashpoints import crash_point
 from workers.errors import FailureKind, OperationFailed, Superseded
@@ -87,6 +88,7 @@ def _send(
             revision=revision.number,
             payload_hash=revision.payload_hash,
             payload=revision.payload,
+            rendered=render_story(revision.payload),
             republish=republish,
         )
     )
@@ -211,26 +213,34 @@ def _observe(
 def handle_verify(claimed: ClaimedOperation) -> Success:
     """Done means observed (docs/invariants.md#i10): the target's read-back holds the approved payload hash
     (and, where the target reports what it shows now, shows exactly it: no drift), and the permalink
-    answers with a page that shows the approved title. Only what the protocol defines (docs/target-protocol.md) is
-    used: no extra markup on the page. What the target shows of a newer revision Galley published ends the
-    verification as superseded, never as a failure."""
+    answers with a page that shows the approved title and the body's text. Only what the protocol
+    defines (docs/target-protocol.md) is used: no extra markup on the page. What the target shows of a
+    newer revision Galley published ends the verification as superseded, never as a failure."""
     publication = get_publication(claimed.arguments["publish_key"])
     client = target.shared_from_settings()
     receipt = call_service(lambda: client.read_back(publication.external_id))
     _observe(claimed, publication, receipt)
     page_text = call_service(lambda: client.fetch_permalink(receipt.permalink))
-    title = str(publication.revision.payload["title"])
+    payload = publication.revision.payload
+    title = str(payload["title"])
     if not shows_title(page_text, title):
         _superseded_if_newer_shown(claimed, publication, page_text=page_text)
         raise OperationFailed(
             FailureKind.SERVER_ERROR,
             f"the permalink {receipt.permalink} does not show the approved title {title[:80]!r} yet",
         )
+    if not shows_body(page_text, rendered=body_text(payload), source=str(payload["body"])):
+        _superseded_if_newer_shown(claimed, publication, page_text=page_text)
+        raise OperationFailed(
+            FailureKind.SERVER_ERROR,
+            f"the permalink {receipt.permalink} shows the approved title but not yet the approved body",
+        )
     return Success(
         result={
             "permalink": receipt.permalink,
             "verified_hash": receipt.payload_hash,
             "title_shown": True,
+            "body_shown": True,
             "live_hash": receipt.live.hash if receipt.live is not None else None,
         },
         finalize=lambda: do_record_verification(publication),

@@ -13,6 +13,7 @@ from publishing.approval import get_valid_approval
 from publishing.diffs import PayloadDiff, diff_payloads
 from publishing.identities import PUBLISH, publish_key, revision_number
 from publishing.models import Brief, Publication, Revision
+from publishing.story import html_paragraphs, render_story
 from workers.models import AuditEvent, Conflict, Operation, OperationStatus
 
 # A publication problem's phases, by its operation's status: it waits for an operator; an operator's
@@ -55,6 +56,10 @@ def _drift_shown(conflict: Conflict | None, revision: Revision) -> DriftShown | 
     if conflict is None or conflict.kind != Conflict.Kind.DRIFT or not isinstance(live, dict):
         return None
     shown = {"title": str(live.get("title", "")), "body": str(live.get("body", ""))}
+    # Compared as text: the site's content is HTML (the rendered body, or what an editor typed there),
+    # the revision's body Markdown; each becomes the plain paragraphs a reader sees.
+    approved_text = {"title": revision.title, "body": html_paragraphs(render_story(revision.payload)["content_html"])}
+    shown_text = {"title": shown["title"], "body": html_paragraphs(shown["body"])}
     return DriftShown(
         title=shown["title"],
         body=shown["body"],
@@ -63,7 +68,7 @@ def _drift_shown(conflict: Conflict | None, revision: Revision) -> DriftShown | 
         hash=str(live.get("hash", "")),
         modified_gmt=str(live.get("modified_gmt", "")),
         diff=diff_payloads(
-            revision.payload, shown, old_label=f"revision {revision.number} (approved)", new_label="the site now"
+            approved_text, shown_text, old_label=f"revision {revision.number} (approved)", new_label="the site now"
         ),
         revision=revision.brief.revisions.filter(payload_hash=str(live.get("hash", ""))).first(),
     )

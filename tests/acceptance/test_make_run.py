@@ -247,7 +247,7 @@ def test_make_run__creating_a_brief_in_the_web_ui_runs_the_summary_steps_into_a_
             print(
                 f"summary steps done {time.monotonic() - started:.2f} s after creating the brief; states seen: {seen}"
             )
-            assert [step for step, _state in states] == ["outline", "draft", "headline", "quality_gate"]
+            assert [step for step, _state in states] == ["outline", "draft", "headline", "standfirst", "quality_gate"]
             assert 'http-equiv="refresh"' not in page
 
         with sign_in(galley.base_url, "approver", credentials["approver"]) as approver:

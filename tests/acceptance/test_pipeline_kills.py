@@ -64,7 +64,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 KEY = "pipeline-kills-key"
 MODEL = "fake-gpt-kills"
 CRASH_EXIT_CODE = 137
-AI_STEPS = [SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE]  # the quality gate asks no provider
+AI_STEPS = [SummaryStep.OUTLINE, SummaryStep.DRAFT, SummaryStep.HEADLINE, SummaryStep.STANDFIRST]  # the gate asks none
 SOURCE = (
     "Dockers at the port walked out at dawn on Monday. The union says pay has not kept up with prices. "
     "Ships are waiting offshore. The port authority called for talks on Tuesday. Shops report empty shelves."
@@ -207,9 +207,9 @@ def call_numbers(text: str) -> list[int]:
 
 
 def assert_pipeline_completed_once(brief: Brief) -> dict[str, StepArtifact]:
-    """All four step operations succeeded, the run completed, one artifact per step identity, and
-    exactly one revision, by galley-ai, whose payload is the brief's own title and the canonical
-    draft (the headline is only suggested).
+    """All five step operations succeeded, the run completed, one artifact per step identity, and
+    exactly one revision, by galley-ai, whose payload is the brief's own title, the canonical
+    standfirst and the canonical draft (the headline is only suggested).
     Returns the artifacts by step."""
     brief.refresh_from_db()
     statuses = {step: step_operation(brief, step).status for step in STEPS}
@@ -228,7 +228,11 @@ def assert_pipeline_completed_once(brief: Brief) -> dict[str, StepArtifact]:
     assert len(revisions) == 1, revisions
     revision = revisions[0]
     assert (revision.number, revision.author.username, run.revision_id) == (1, PIPELINE_USERNAME, revision.id)
-    canonical = {"title": brief.title, "body": artifacts[SummaryStep.DRAFT].content["text"]}
+    canonical = {
+        "title": brief.title,
+        "standfirst": artifacts[SummaryStep.STANDFIRST].content["text"],
+        "body": artifacts[SummaryStep.DRAFT].content["text"],
+    }
     assert revision.payload == canonical
     assert revision.payload_hash == payload_hash(canonical)
     assert artifacts[SummaryStep.QUALITY_GATE].content == {"passed": True}
@@ -435,7 +439,7 @@ def test_retry_by_failure_kind__provider_faults__429_500_timeout_are_retried_and
 
     calls = fake.calls()
     faults = collections.Counter(c["fault"] for c in calls if c["fault"])
-    assert faults == {"timeout": 1, "429": 3, "500": 2}, calls  # fixed by the seed: every kind at least once
+    assert faults == {"timeout": 3, "429": 3, "500": 3}, calls  # fixed by the seed: every kind at least once
     # Exactly one clean answer per AI step: a step with a stored artifact was never asked again.
     clean = collections.Counter(c["system_task"] for c in calls if c["status"] == 200 and not c["fault"])
     assert clean == dict.fromkeys(AI_STEPS, len(briefs)), calls

@@ -160,7 +160,7 @@ def test_metrics__summary_run__ai_tokens_by_step_model_and_kind(editor, operator
         for name, count in attempt.usage.items():
             key = (step, model, name.removesuffix("_tokens"))
             expected[key] = expected.get(key, 0) + count
-    assert {step for step, _, _ in expected} == {"outline", "draft", "headline"}  # the gate asks no model
+    assert {step for step, _, _ in expected} == {"outline", "draft", "headline", "standfirst"}  # the gate asks no model
     assert all(count > 0 for count in expected.values())
     shown = {
         (dict(labels)["step"], dict(labels)["model"], dict(labels)["kind"]): count

@@ -146,7 +146,8 @@ def test_ops__needs_an_operator__one_definition_for_tile_list_admin_and_metric(p
     drain(worker_id="w-gate", kinds=[SUMMARY_STEP], time_budget=60, idle_wait=0.5)
     gate = Operation.objects.get(key=step_key(greeting.public_id, 1, "quality_gate"))
     assert publish(brief, "Dockers walked out at dawn.", token="revoked-token") == {"dead": 1}
-    refused = Operation.objects.get(key=publish_key(brief.public_id, 1))
+    # The editor's revision follows the pipeline's revision 1 (which holds the AI's standfirst).
+    refused = Operation.objects.get(key=publish_key(brief.public_id, brief.revisions.count()))
     assert {gate.status, refused.status} == {"dead"}
     operator.is_staff = True  # as seed_demo makes operators: the admin needs it
     operator.save(update_fields=["is_staff"])

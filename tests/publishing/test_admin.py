@@ -1,16 +1,22 @@
 """API tokens in Django admin: operators see who holds which token (never its secret or hash)
-and revoke them; the revocation is audited, idempotent, and the API answers 401 to the token."""
+and revoke them; the revocation is audited, idempotent, and the API answers 401 to the token.
+Revisions in Django admin: the story field by field, read-only."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.db import transaction
 from django.test import Client
 
 from publishing.actions.api_tokens import check_revoke_api_token
+from publishing.actions.briefs import check_create_brief
 from publishing.errors import PermissionRefused
 from publishing.models import ApiToken
 from publishing.roles import Role
 from tests.publishing.api.support import ApiClient, problem, token_for
+from tests.publishing.test_story_pipeline import STORY, write
 from tests.workers.test_admin import audit, messages_of, run_action
 
 TOKENS = "/admin/publishing/apitoken/"
@@ -115,3 +121,27 @@ def test_token_admin__superuser_outside_operators__revoke_not_offered_and_refuse
     assert token.revoked_at is None
     with pytest.raises(PermissionRefused):
         check_revoke_api_token(token, acting_user=root)
+
+
+def test_revision_admin__the_story_field_by_field__read_only__markup_escaped(operator_client, editor):
+    with transaction.atomic(durable=True):
+        brief = check_create_brief(title="Harbour strike", source_material="", acting_user=editor)
+    revision = write(brief, {**STORY, "standfirst": "Ships wait <script>alert(1)</script>"}, by=editor)
+
+    page = operator_client.get(f"/admin/publishing/revision/{revision.pk}/change/")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    for shown in [
+        "Dockers walk out over pay",
+        "Dockers walked out at **dawn**",
+        "Ana Lopes",
+        "Business",
+        "port, strike",
+    ]:
+        assert shown in html
+    assert "Ships wait &lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+    form = html.split('id="revision_form"', 1)[1]
+    assert "<textarea" not in form and all('type="hidden"' in tag for tag in re.findall(r"<input[^>]*>", form))
+    listing = operator_client.get("/admin/publishing/revision/").content.decode()
+    assert "Dockers walk out" in listing

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import html
 from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 
 from publishing.errors import InvalidInput
 from publishing.hashing import payload_hash
-from publishing.story import clean_story, clean_tags, render_markdown, render_story, story_fields
+from publishing.story import (
+    body_text,
+    clean_story,
+    clean_tags,
+    html_paragraphs,
+    render_markdown,
+    render_story,
+    story_fields,
+)
 
 # Markup an editor might type, in any field; none of it may reach a reader as markup.
 HOSTILE = [
@@ -38,6 +48,20 @@ class Elements(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.found.append((tag, dict(attrs)))
+
+
+def hostile_story(hostile: str) -> dict[str, Any]:
+    """A story with `hostile` in every field, as clean_story keeps it."""
+    return clean_story(
+        {
+            "title": f"Headline {hostile}",
+            "standfirst": f"Standfirst {hostile}",
+            "body": f"Body {hostile}\n\n{hostile}",
+            "byline": f"Byline {hostile}",
+            "section": f"Section {hostile}",
+            "tags": [f"tag {hostile}".replace(",", " ")[:50]],
+        }
+    )
 
 
 def assert_harmless(html: str) -> None:
@@ -140,16 +164,7 @@ def test_render_markdown__renders_the_markup_a_newsroom_writes():
 
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_sanitized_markdown__hostile_markup_in_every_field_never_renders_as_markup(hostile):
-    payload = clean_story(
-        {
-            "title": f"Headline {hostile}",
-            "standfirst": f"Standfirst {hostile}",
-            "body": f"Body {hostile}\n\n{hostile}",
-            "byline": f"Byline {hostile}",
-            "section": f"Section {hostile}",
-            "tags": [f"tag {hostile}".replace(",", " ")[:50]],
-        }
-    )
+    payload = hostile_story(hostile)
 
     rendered = render_story(payload)
 
@@ -157,3 +172,29 @@ def test_sanitized_markdown__hostile_markup_in_every_field_never_renders_as_mark
     # The other fields are text: they stay as typed, and every template escapes them.
     assert rendered["title"] == f"Headline {hostile}"
     assert hostile in rendered["excerpt"]
+
+
+def test_excerpt__the_first_paragraph_as_text__references_decoded_not_escaped_twice():
+    rendered = render_story({"title": "T", "body": "Fish & chips cost *less* than <b>5</b>.\n\nMore."})
+
+    assert rendered["excerpt"] == "Fish & chips cost less than <b>5</b>."
+
+
+def test_html_paragraphs__a_sites_html_as_plain_text_paragraphs():
+    markup = (
+        "<p>Dockers <strong>walked</strong> out &amp; ships wait.</p>\n<p>Talks on<br>Tuesday.</p>"
+        "<ul><li>One</li><li>Two</li></ul><script>alert(1)</script>Plain\n\ntext stays."
+    )
+
+    assert (
+        html_paragraphs(markup)
+        == "Dockers walked out & ships wait.\n\nTalks on\n\nTuesday.\n\nOne\n\nTwo\n\nPlain\n\ntext stays."
+    )
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_body_text__hostile_markup_is_text_a_reader_sees__never_markup(hostile):
+    text = body_text({"title": "T", "body": f"Body {hostile}"})
+
+    assert "Body" in text
+    assert_harmless(html.escape(text))

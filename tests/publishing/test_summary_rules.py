@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from publishing import story
 from publishing.summary_rules import (
     HEADLINE_MAX_CHARS,
+    STANDFIRST_MAX_CHARS,
     SuggestionTake,
     apply_suggestion,
     cut_off_ending,
@@ -161,11 +163,12 @@ def test_quality_gate__headline_too_long_or_two_lines__one_problem_each():
 # --- the brief's title, and what an editor takes ---------------------------------------------------
 
 
-def test_first_revision_payload__the_editors_title_and_the_draft():
-    assert first_revision_payload(artifacts(), title="Harbour strike") == {"title": "Harbour strike", "body": DRAFT}
+def test_first_revision_payload__a_run_from_before_the_standfirst_step__the_editors_title_and_the_draft():
+    payload = first_revision_payload(artifacts(), title="Harbour strike")
+    assert payload == story.clean_story(payload) == {"title": "Harbour strike", "body": DRAFT}
 
 
-def test_suggested_payload__the_headline_and_the_draft():
+def test_suggested_payload__a_run_from_before_the_standfirst_step__the_headline_and_the_draft():
     assert suggested_payload(artifacts(headline=f"  {HEADLINE} ")) == {"title": HEADLINE, "body": DRAFT}
 
 
@@ -181,3 +184,73 @@ def test_apply_suggestion__changes_only_what_was_taken(take, expected):
     current = {"title": "Harbour strike", "body": "Edited by hand."}
     assert apply_suggestion(current, artifacts(), take=take) == expected
     assert current == {"title": "Harbour strike", "body": "Edited by hand."}
+
+
+STANDFIRST = "Ships wait offshore as the union and the port authority prepare for talks."
+
+
+def with_standfirst(standfirst: str = STANDFIRST) -> dict[str, dict[str, str]]:
+    return {**artifacts(), "standfirst": {"text": standfirst}}
+
+
+def test_quality_gate__bounds_are_the_storys():
+    assert (HEADLINE_MAX_CHARS, STANDFIRST_MAX_CHARS) == (story.TITLE_MAX_CHARS, story.STANDFIRST_MAX_CHARS)
+
+
+def test_first_revision_payload__fills_the_standfirst_and_the_markdown_body():
+    payload = first_revision_payload(with_standfirst(f" {STANDFIRST}\n"), title="Harbour strike")
+    assert (
+        payload
+        == story.clean_story(payload)
+        == {
+            "title": "Harbour strike",
+            "standfirst": STANDFIRST,
+            "body": DRAFT,
+        }
+    )
+
+
+def test_suggested_payload__the_headline_the_standfirst_and_the_draft():
+    assert suggested_payload(with_standfirst()) == {"title": HEADLINE, "standfirst": STANDFIRST, "body": DRAFT}
+
+
+@pytest.mark.parametrize(
+    ("take", "expected"),
+    [
+        (SuggestionTake.HEADLINE, {"title": HEADLINE, "standfirst": "The editor's dek.", "body": "Edited by hand."}),
+        (SuggestionTake.DRAFT, {"title": "Harbour strike", "standfirst": "The editor's dek.", "body": DRAFT}),
+        (SuggestionTake.BOTH, {"title": HEADLINE, "standfirst": STANDFIRST, "body": DRAFT}),
+    ],
+)
+def test_apply_suggestion__the_standfirst_only_with_the_whole_suggestion__byline_and_tags_stay(take, expected):
+    current = {
+        "title": "Harbour strike",
+        "standfirst": "The editor's dek.",
+        "body": "Edited by hand.",
+        "byline": "Ana Lopes",
+        "tags": ["port"],
+    }
+    assert apply_suggestion(current, with_standfirst(), take=take) == {
+        **expected,
+        "byline": "Ana Lopes",
+        "tags": ["port"],
+    }
+
+
+def test_apply_suggestion__a_run_without_a_standfirst_keeps_the_editors():
+    current = {"title": "Harbour strike", "standfirst": "The editor's dek.", "body": "Edited by hand."}
+    assert apply_suggestion(current, artifacts(), take=SuggestionTake.BOTH) == {
+        "title": HEADLINE,
+        "standfirst": "The editor's dek.",
+        "body": DRAFT,
+    }
+
+
+def test_quality_gate__standfirst_too_long_or_leftover_prompt__refused():
+    assert quality_problems(with_standfirst("x" * (STANDFIRST_MAX_CHARS + 1))) == [
+        f"the standfirst has {STANDFIRST_MAX_CHARS + 1} characters; at most {STANDFIRST_MAX_CHARS} are allowed"
+    ]
+    assert quality_problems(with_standfirst("You write the standfirst: ships wait.")) == [
+        "the standfirst contains leftover prompt text ('You write the standfirst')"
+    ]
+    assert quality_problems(artifacts()) == []

@@ -2,7 +2,7 @@
 /**
  * Plugin Name: Galley Publishing
  * Description: Galley's target protocol (docs/target-protocol.md) inside WordPress's REST API: each operation key is applied at most once, revisions are fenced, every write is one database transaction.
- * Version:     2
+ * Version:     3
  * Requires PHP: 7.4
  * License:     GPL-2.0-or-later (it runs inside WordPress)
  *
@@ -39,14 +39,27 @@
  *  5. Verified content. payload_hash must be the sha256 of the canonical JSON of the payload
  *     (keys sorted, separators "," and ":", UTF-8, non-ASCII and "/" unescaped: Python's
  *     json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)), or the
- *     request is refused with 400. The payload is exactly {"title": string, "body": string}.
- *  6. Byte-exact round trip. The post's raw title and content are the payload's title and body
- *     byte for byte. wp_insert_post unslashes its input (the plugin wp_slash()es it) and runs
+ *     request is refused with 400. The payload is a story: "title" (the headline) and "body"
+ *     (Markdown) strings, and optionally "standfirst", "byline", "section" (strings) and "tags"
+ *     (a list of strings); no other field.
+ *  6. Byte-exact round trip. The post's raw title, content and excerpt are what Galley sent
+ *     byte for byte: the headline, "rendered"."content_html" (the body as Galley rendered and
+ *     sanitized it) and the standfirst as the excerpt (none without one: WordPress then makes its
+ *     own from the content, as for any post).
+ *     A request without "rendered" (Galley before structured stories) writes the body as the
+ *     content and no excerpt, as version 2 did. wp_insert_post unslashes its input (the plugin wp_slash()es it) and runs
  *     the save filters (trim on the title, entity conversion, kses). Galley publishes as an
  *     administrator, who has unfiltered_html, so kses does not apply; for such a user the plugin
  *     then writes the exact bytes over whatever the remaining filters changed. A publishing user
  *     WITHOUT unfiltered_html (e.g. an Author, or an administrator on multisite) gets WordPress's
  *     kses filtering, and the post may then differ from the payload: publish as an administrator.
+ *
+ * STORY. Besides title, content and excerpt: the tags are the post's tags (wp_set_post_tags,
+ * replacing the post's own), the section its one category (created when the site has none of
+ * that name; no section: the site's default category), and the byline the post meta
+ * galley_byline, which a the_content filter shows readers as <p class="galley-byline">By …</p>
+ * above the post's text (post_content itself stays exactly what Galley sent). All of it is
+ * written in the publication's transaction.
  *
  * AUTH. Every route needs a signed-in user with publish_posts (application passwords over the
  * REST API): 401 when not signed in (WordPress treats a wrong application password as that, or
@@ -54,7 +67,7 @@
  * also needs edit_post on it.
  *
  * ROUTES.
- *  POST /galley/v1/publications              body {"operation_key","brief_id","revision","payload_hash","payload"},
+ *  POST /galley/v1/publications              body {"operation_key","brief_id","revision","payload_hash","payload","rendered"},
  *                                            header Idempotency-Key = operation_key
  *                                            201 first application, 200 replay; the receipt is
  *                                            {"id","operation_key","brief_id","revision","payload_hash","permalink","post_id"}
@@ -64,8 +77,9 @@
  *  GET  /galley/v1/briefs/{brief_id}         200 {"brief_id","post_id","revision","permalink"}, or 404
  *                                            (WordPress decodes a pretty REST path only partly: a brief id
  *                                            with "%" in it is looked up as ?rest_route=/galley/v1/briefs/<id>)
- *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"2","fence":true,"user":<login>}
- *                                            (version 2: "live" on lookups and read-backs, "republish")
+ *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"3","fence":true,"user":<login>}
+ *                                            (version 2: "live" on lookups and read-backs, "republish";
+ *                                            version 3: structured stories, "rendered")
  * Errors on these routes are {"error": <kind>, "detail": <text>}.
  *
  * LIVE CONTENT (drift). The receipt's payload_hash is what Galley sent; "live" is what the brief's
@@ -73,11 +87,15 @@
  * through the core REST API, or any plugin) is seen:
  *   "live": {"hash","title","body","excerpt","status","revision","modified_gmt"}
  * title, body and excerpt are the raw post_title, post_content and post_excerpt; status is
- * post_status; revision is the post's galley_revision meta. "hash" is the sha256 of the live
- * content in the payload's own canonical form (rule 5): {"title": post_title, "body": post_content},
- * plus "excerpt": post_excerpt when the post has one. Galley's payload has no excerpt and every
- * publication clears it, so a post that shows exactly revision N has live.hash == N's payload_hash
- * and status "publish"; any other hash or status is drift. Every publication row of a brief reports
+ * post_status; revision is the post's galley_revision meta. "hash" is, while the post's title,
+ * content and excerpt are exactly what the publication wrote (their sha256 is kept in the hidden
+ * meta _galley_written), the payload_hash of that publication: a post that shows exactly revision
+ * N has live.hash == N's payload_hash and status "publish". Once any of them is edited, and for a
+ * post written before version 3, "hash" is the sha256 of the live content in the payload's own
+ * canonical form (rule 5): {"title": post_title, "body": post_content}, plus "excerpt":
+ * post_excerpt when the post has one; any hash but the publication's, or another status, is drift.
+ * (An edit of the tags, the category or the byline alone is not drift: they are shown, not
+ * verified.) Every publication row of a brief reports
  * the brief's one post, so an older row shows the newer revision's content.
  *
  * REPUBLISH. The revision fence refuses a revision not above the current one, and the approved
@@ -106,7 +124,7 @@ if ( defined( 'GALLEY_PUBLISHING_VERSION' ) ) {
 	return; // Loaded twice (mu-plugins and plugins): the first copy serves.
 }
 
-define( 'GALLEY_PUBLISHING_VERSION', '2' );
+define( 'GALLEY_PUBLISHING_VERSION', '3' );
 
 /** A transient conflict (deadlock, duplicate-key race): the whole transaction may be tried again. */
 class Galley_Publishing_Retry extends RuntimeException {
@@ -142,13 +160,32 @@ final class Galley_Publishing {
 		'galley_revision'      => 'integer',
 		'galley_payload_hash'  => 'string',
 		'galley_operation_key' => 'string',
+		'galley_byline'        => 'string',
 	);
+	/** Hidden meta (a leading underscore): the sha256 of the title, content and excerpt as written. */
+	const WRITTEN_META     = '_galley_written';
+	const RENDERED_TEXTS   = array( 'title', 'excerpt', 'content_html', 'byline', 'section' );
+	const STORY_TEXTS      = array( 'standfirst', 'byline', 'section' );
 
 	public static function boot() {
 		add_action( 'init', array( __CLASS__, 'register_meta' ) );
 		add_action( 'rest_api_init', array( __CLASS__, 'register_routes' ) );
 		add_filter( 'rest_request_before_callbacks', array( __CLASS__, 'anonymous_is_401' ), 10, 3 );
 		add_filter( 'rest_post_dispatch', array( __CLASS__, 'shape_errors' ), 10, 3 );
+		add_filter( 'the_content', array( __CLASS__, 'show_byline' ) );
+	}
+
+	/** The byline above a Galley post's text, for readers (STORY above); escaped: it is text. */
+	public static function show_byline( $content ) {
+		$post = get_post();
+		if ( ! $post || 'post' !== $post->post_type ) {
+			return $content;
+		}
+		$byline = (string) get_post_meta( $post->ID, 'galley_byline', true );
+		if ( '' === $byline ) {
+			return $content;
+		}
+		return '<p class="galley-byline">By ' . esc_html( $byline ) . "</p>\n" . $content;
 	}
 
 	// --- registration ------------------------------------------------------------------------
@@ -385,7 +422,7 @@ final class Galley_Publishing {
 			return self::invalid( 'The body must be a JSON object (' . json_last_error_msg() . ').' );
 		}
 		$fields   = get_object_vars( $body );
-		$expected = array( 'operation_key', 'brief_id', 'revision', 'payload_hash', 'payload', 'republish' );
+		$expected = array( 'operation_key', 'brief_id', 'revision', 'payload_hash', 'payload', 'rendered', 'republish' );
 		$unknown  = array_diff( array_keys( $fields ), $expected );
 		if ( $unknown ) {
 			return self::invalid( 'Unknown fields: ' . implode( ', ', $unknown ) . '.' );
@@ -405,16 +442,41 @@ final class Galley_Publishing {
 		}
 		$payload = isset( $fields['payload'] ) ? $fields['payload'] : null;
 		if ( ! ( $payload instanceof stdClass ) ) {
-			return self::invalid( 'payload must be a JSON object {"title", "body"}.' );
+			return self::invalid( 'payload must be a JSON object {"title", "body", ...}.' );
 		}
 		$payload = get_object_vars( $payload );
 		ksort( $payload, SORT_STRING );
-		if ( array( 'body', 'title' ) !== array_keys( $payload ) ) {
-			return self::invalid( 'payload must have exactly the fields "title" and "body".' );
+		$unknown = array_diff( array_keys( $payload ), array_merge( array( 'title', 'body', 'tags' ), self::STORY_TEXTS ) );
+		if ( $unknown ) {
+			return self::invalid( 'payload has unknown fields: ' . implode( ', ', $unknown ) . '; a story has title, standfirst, body, byline, section and tags.' );
+		}
+		foreach ( array( 'title', 'body' ) as $name ) {
+			if ( ! isset( $payload[ $name ] ) ) {
+				return self::invalid( "payload.{$name} is required." );
+			}
 		}
 		foreach ( $payload as $name => $value ) {
-			if ( ! is_string( $value ) ) {
-				return self::invalid( "payload.{$name} must be a string." );
+			if ( 'tags' === $name ? ! self::is_string_list( $value ) : ! is_string( $value ) ) {
+				return self::invalid( 'tags' === $name ? 'payload.tags must be a list of strings.' : "payload.{$name} must be a string." );
+			}
+		}
+		$rendered = isset( $fields['rendered'] ) ? $fields['rendered'] : null;
+		if ( null !== $rendered ) {
+			if ( ! ( $rendered instanceof stdClass ) ) {
+				return self::invalid( 'rendered must be a JSON object {"title", "excerpt", "content_html", "byline", "section", "tags"}.' );
+			}
+			$rendered = get_object_vars( $rendered );
+			foreach ( self::RENDERED_TEXTS as $name ) {
+				if ( ! isset( $rendered[ $name ] ) || ! is_string( $rendered[ $name ] ) ) {
+					return self::invalid( "rendered.{$name} must be a string." );
+				}
+			}
+			if ( ! isset( $rendered['tags'] ) || ! self::is_string_list( $rendered['tags'] ) ) {
+				return self::invalid( 'rendered.tags must be a list of strings.' );
+			}
+			// The headline readers see is the hashed one.
+			if ( $rendered['title'] !== $payload['title'] ) {
+				return self::invalid( 'rendered.title must equal payload.title.' );
 			}
 		}
 		if ( strlen( $payload['title'] ) > self::MAX_TITLE_BYTES ) {
@@ -441,8 +503,21 @@ final class Galley_Publishing {
 			'revision'      => $revision,
 			'payload_hash'  => $hash,
 			'payload'       => $payload,
+			'rendered'      => $rendered,
 			'republish'     => $republish,
 		);
+	}
+
+	private static function is_string_list( $value ) {
+		if ( ! is_array( $value ) || array_values( $value ) !== $value ) {
+			return false;
+		}
+		foreach ( $value as $item ) {
+			if ( ! is_string( $item ) ) {
+				return false;
+			}
+		}
+		return true;
 	}
 
 	// --- POST /publications ------------------------------------------------------------------
@@ -615,16 +690,19 @@ final class Galley_Publishing {
 		return json_encode( $payload, JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_LINE_TERMINATORS | JSON_THROW_ON_ERROR );
 	}
 
-	/** Create or update the brief's post with exactly the payload's title and body; its id. */
+	/** Create or update the brief's post with exactly the story as sent (rules 6, STORY); its id. */
 	private static function write_post( array $p, $post_id ) {
 		global $wpdb;
-		$title = $p['payload']['title'];
-		$body  = $p['payload']['body'];
-		$post  = $post_id ? get_post( $post_id ) : null;
-		$data  = array(
+		$rendered = $p['rendered'];
+		$title    = $p['payload']['title'];
+		// Without "rendered" (an older Galley) the body is the content and there is no excerpt, as in version 2.
+		$body    = $rendered ? $rendered['content_html'] : $p['payload']['body'];
+		$excerpt = $rendered && isset( $p['payload']['standfirst'] ) ? $p['payload']['standfirst'] : '';
+		$post    = $post_id ? get_post( $post_id ) : null;
+		$data    = array(
 			'post_title'   => $title,
 			'post_content' => $body,
-			'post_excerpt' => '', // Galley's payload has none: one left from an edit in wp-admin goes
+			'post_excerpt' => $excerpt, // also replaces one left from an edit in wp-admin
 			'post_status'  => 'publish',
 			'post_type'    => 'post',
 		);
@@ -650,22 +728,28 @@ final class Galley_Publishing {
 
 		// The save filters (title trim, entity conversion) may have changed the text; an
 		// unfiltered_html user publishes exactly what was approved.
-		$stored = self::row( $wpdb->prepare( "SELECT post_title, post_content FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
+		$stored = self::row( $wpdb->prepare( "SELECT post_title, post_content, post_excerpt FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
 		if ( ! $stored ) {
 			throw new RuntimeException( "Post {$post_id} is missing right after it was written." );
 		}
 		$exact = 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_title' )
-			&& 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_content' );
-		if ( ( $stored->post_title !== $title || $stored->post_content !== $body ) && $exact && current_user_can( 'unfiltered_html' ) ) {
-			self::sql( $wpdb->prepare( "UPDATE {$wpdb->posts} SET post_title = %s, post_content = %s WHERE ID = %d", $title, $body, $post_id ) );
+			&& 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_content' )
+			&& 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_excerpt' );
+		$changed = $stored->post_title !== $title || $stored->post_content !== $body || $stored->post_excerpt !== $excerpt;
+		if ( $changed && $exact && current_user_can( 'unfiltered_html' ) ) {
+			self::sql( $wpdb->prepare( "UPDATE {$wpdb->posts} SET post_title = %s, post_content = %s, post_excerpt = %s WHERE ID = %d", $title, $body, $excerpt, $post_id ) );
 			clean_post_cache( $post_id );
+			$stored = self::row( $wpdb->prepare( "SELECT post_title, post_content, post_excerpt FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
 		}
+		self::write_story_terms( $p, $post_id );
 
 		$meta = array(
 			'galley_brief_id'      => $p['brief_id'],
 			'galley_revision'      => $p['revision'],
 			'galley_payload_hash'  => $p['payload_hash'],
 			'galley_operation_key' => $p['operation_key'],
+			'galley_byline'        => isset( $p['payload']['byline'] ) ? $p['payload']['byline'] : '',
+			self::WRITTEN_META     => self::written_hash( $stored ),
 		);
 		foreach ( $meta as $key => $value ) {
 			if ( false === update_post_meta( $post_id, $key, wp_slash( $value ) ) && (string) get_post_meta( $post_id, $key, true ) !== (string) $value ) {
@@ -673,6 +757,37 @@ final class Galley_Publishing {
 			}
 		}
 		return $post_id;
+	}
+
+	/** The sha256 of a post's title, content and excerpt (LIVE CONTENT above). */
+	private static function written_hash( $post ) {
+		return hash( 'sha256', serialize( array( (string) $post->post_title, (string) $post->post_content, (string) $post->post_excerpt ) ) );
+	}
+
+	/** The post's tags and its section's category (STORY above); a term WordPress cannot write is an error. */
+	private static function write_story_terms( array $p, $post_id ) {
+		$tags = isset( $p['payload']['tags'] ) ? $p['payload']['tags'] : array();
+		// Tags are passed as a list: wp_set_post_tags splits a string at commas, and a tag has none.
+		$result = wp_set_post_tags( $post_id, $tags, false );
+		if ( is_wp_error( $result ) || false === $result ) {
+			throw new RuntimeException( 'WordPress could not set the post\'s tags.' );
+		}
+		$section    = isset( $p['payload']['section'] ) ? $p['payload']['section'] : '';
+		$categories = array();
+		if ( '' !== $section ) {
+			$term = term_exists( $section, 'category' );
+			if ( ! $term ) {
+				$term = wp_insert_term( $section, 'category' );
+			}
+			if ( is_wp_error( $term ) ) {
+				throw new RuntimeException( 'WordPress could not make the category ' . $section . ': ' . $term->get_error_message() );
+			}
+			$categories[] = (int) $term['term_id'];
+		}
+		// An empty list gives the post the site's default category.
+		if ( false === wp_set_post_categories( $post_id, $categories, false ) ) {
+			throw new RuntimeException( 'WordPress could not set the post\'s category.' );
+		}
 	}
 
 	// --- database helpers --------------------------------------------------------------------
@@ -796,18 +911,24 @@ final class Galley_Publishing {
 		if ( ! $post ) {
 			return null;
 		}
-		$content = array(
-			'title' => (string) $post->post_title,
-			'body'  => (string) $post->post_content,
-		);
-		if ( '' !== (string) $post->post_excerpt ) {
-			$content['excerpt'] = (string) $post->post_excerpt;
-		}
-		try {
-			$hash = self::payload_hash( $content );
-		} catch ( JsonException $invalid ) {
-			// Text that is not UTF-8 is no payload Galley wrote: a hash that matches none.
-			$hash = hash( 'sha256', 'not-utf-8:' . serialize( $content ) );
+		// Read from the table, as the post is: the meta cache may predate a rolled-back write.
+		$written = (string) $wpdb->get_var( $wpdb->prepare( "SELECT meta_value FROM {$wpdb->postmeta} WHERE post_id = %d AND meta_key = %s ORDER BY meta_id DESC LIMIT 1", $post_id, self::WRITTEN_META ) );
+		if ( '' !== $written && hash_equals( $written, self::written_hash( $post ) ) ) {
+			$hash = (string) $wpdb->get_var( $wpdb->prepare( "SELECT meta_value FROM {$wpdb->postmeta} WHERE post_id = %d AND meta_key = 'galley_payload_hash' ORDER BY meta_id DESC LIMIT 1", $post_id ) );
+		} else {
+			$content = array(
+				'title' => (string) $post->post_title,
+				'body'  => (string) $post->post_content,
+			);
+			if ( '' !== (string) $post->post_excerpt ) {
+				$content['excerpt'] = (string) $post->post_excerpt;
+			}
+			try {
+				$hash = self::payload_hash( $content );
+			} catch ( JsonException $invalid ) {
+				// Text that is not UTF-8 is no payload Galley wrote: a hash that matches none.
+				$hash = hash( 'sha256', 'not-utf-8:' . serialize( $content ) );
+			}
 		}
 		return array(
 			'hash'         => $hash,

@@ -172,6 +172,7 @@ def test_use_suggestion__editor__201_next_revision_is_the_draft_as_theirs__again
     assert shown == {
         "run_number": run.number,
         "title": draft_of(brief, run, "headline").strip(),
+        "standfirst": draft_of(brief, run, "standfirst").strip(),
         "body": draft_of(brief, run, "draft").strip(),
     }
 
@@ -180,7 +181,11 @@ def test_use_suggestion__editor__201_next_revision_is_the_draft_as_theirs__again
     assert response.status_code == 201, response.content
     revision = json.loads(response.content)
     assert (revision["number"], revision["author"]) == (2, editor2.username)
-    assert (revision["title"], revision["body"]) == (shown["title"], shown["body"])
+    assert (revision["title"], revision["standfirst"], revision["body"]) == (
+        shown["title"],
+        shown["standfirst"],
+        shown["body"],
+    )
     assert list(brief.revisions.values_list("number", flat=True).order_by("number")) == [1, 2]
     again = api.post(f"/briefs/{brief.public_id}/summary-runs/{run.number}/use-suggestion")
     assert again.status_code == 200 and json.loads(again.content)["number"] == 2

@@ -37,7 +37,14 @@ from publishing.clients.ai import (
     OpenAIProvider,
     provider_from_settings,
 )
-from publishing.summary_rules import HEADLINE_MAX_CHARS, INSTRUCTIONS, SummaryStep, cut_off_ending, quality_problems
+from publishing.summary_rules import (
+    HEADLINE_MAX_CHARS,
+    INSTRUCTIONS,
+    STANDFIRST_MAX_CHARS,
+    SummaryStep,
+    cut_off_ending,
+    quality_problems,
+)
 from tests.fake_openai import FakeOpenAI
 from tests.processes import free_port, process_env, start, stop, wait_for_http
 
@@ -795,3 +802,21 @@ def test_fake_process__complete_once__one_call_line_and_clean_sigterm(tmp_path: 
             output = pipe.read()
     assert code == 0, output
     assert f"fake openai on http://127.0.0.1:{port}" in output
+
+
+@pytest.mark.parametrize("source", NEWS.values(), ids=NEWS.keys())
+def test_offline__standfirst__whole_sentences_of_the_draft_within_the_limit_and_passes_the_gate(no_network, source):
+    for attempt in range(1, 7):
+        chain = offline_chain(source, attempt)
+        draft = chain[SummaryStep.DRAFT]["text"]
+        seed = f"summary:brief-042:run-1:standfirst:attempt-{attempt}"
+        standfirst = OfflineProvider().complete(**prompt(SummaryStep.STANDFIRST, draft), seed=seed).text
+        assert 0 < len(standfirst) <= STANDFIRST_MAX_CHARS
+        assert standfirst in draft
+        assert quality_problems({**chain, SummaryStep.STANDFIRST: {"text": standfirst}}) == []
+
+
+def test_offline__standfirst__a_draft_of_overlong_sentences__a_headline_length_sentence(no_network):
+    draft = "The council " + "and the union " * 60 + "met on Tuesday."
+    text = OfflineProvider().complete(**prompt(SummaryStep.STANDFIRST, draft), seed="s").text
+    assert text.endswith(".") and len(text) <= ai.HEADLINE_TARGET_CHARS + 1

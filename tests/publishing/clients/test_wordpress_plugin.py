@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from publishing.hashing import payload_hash
+from publishing.story import clean_story, render_story
 from tests.wordpress import WordPress
 
 pytestmark = pytest.mark.wordpress
@@ -161,6 +162,7 @@ def test_operation_identity__first_publish__201_one_post_with_exact_text(wordpre
         "galley_revision": 1,
         "galley_payload_hash": sent["payload_hash"],
         "galley_operation_key": sent["operation_key"],
+        "galley_byline": "",
     }
 
 
@@ -506,11 +508,11 @@ def test_done_means_observed__permalink_serves_the_article(wordpress, api):
     assert body in text
 
 
-def test_status__reports_plugin_version_2(wordpress, api):
+def test_status__reports_plugin_version_3(wordpress, api):
     response = api.get("/wp-json/galley/v1/status")
 
     assert response.status_code == 200, response.text
-    assert response.json() == {"plugin": "galley-publishing", "version": "2", "fence": True, "user": wordpress.user}
+    assert response.json() == {"plugin": "galley-publishing", "version": "3", "fence": True, "user": wordpress.user}
 
 
 def test_drift__post_edited_in_wp_admin__live_hash_reports_the_edit_payload_hash_what_galley_sent(wordpress, api):
@@ -581,3 +583,131 @@ def test_republish__post_trashed_in_wp_admin__restored_published_at_the_same_per
     assert read["live"] == live(sent["payload"]["title"], sent["payload"]["body"], 1)
     assert (read["permalink"], restored.json()["permalink"]) == (receipt["permalink"], receipt["permalink"])
     assert httpx.get(receipt["permalink"], timeout=30).status_code == 200
+
+
+# --- structured stories (plugin version 3) --------------------------------------------------------
+
+STORY = {
+    "title": "Dockers walk out over pay",
+    "standfirst": "Ships wait offshore as the union and the port prepare for talks.",
+    "body": "Dockers walked out at **dawn**.\n\nShips wait <script>alert(1)</script>.",
+    "byline": "Ana Lopes",
+    "section": "Harbour news",
+    "tags": ["port", "strike pay"],
+}
+
+
+def story_publication(brief_id: str, revision: int, story: dict[str, Any]) -> dict[str, Any]:
+    """A publication as Galley sends one: the payload, its hash, and the story as Galley renders it."""
+    payload = clean_story(story)
+    sent = publication(brief_id, revision, "-", "-")
+    return {**sent, "payload": payload, "payload_hash": payload_hash(payload), "rendered": render_story(payload)}
+
+
+def terms_of(wp: WordPress, post_id: int, taxonomy: str) -> list[str]:
+    return sorted(
+        wp.column(
+            "SELECT t.name FROM wp_terms t JOIN wp_term_taxonomy tt ON tt.term_id = t.term_id"
+            " JOIN wp_term_relationships r ON r.term_taxonomy_id = tt.term_taxonomy_id"
+            f" WHERE r.object_id = {int(post_id)} AND tt.taxonomy = {wp.quote(taxonomy)}"
+        )
+    )
+
+
+def test_story__post_has_headline_rendered_content_standfirst_excerpt_tags_category_byline(wordpress, api):
+    brief = new_brief()
+    sent = story_publication(brief, 1, STORY)
+
+    response = publish(api, sent)
+
+    assert response.status_code == 201, response.text
+    receipt = response.json()
+    post = raw_post(api, receipt["post_id"])
+    rendered = sent["rendered"]
+    assert (post["title"]["raw"], post["content"]["raw"], post["excerpt"]["raw"]) == (
+        STORY["title"],
+        rendered["content_html"],
+        STORY["standfirst"],
+    )
+    assert "<strong>dawn</strong>" in post["content"]["raw"] and "<script" not in post["content"]["raw"]
+    assert terms_of(wordpress, receipt["post_id"], "post_tag") == ["port", "strike pay"]
+    assert terms_of(wordpress, receipt["post_id"], "category") == ["Harbour news"]
+    assert post["meta"]["galley_byline"] == "Ana Lopes"
+    read_back = api.get(f"{PUBLICATIONS}/{receipt['id']}").json()
+    assert read_back["live"]["hash"] == sent["payload_hash"]  # exactly what the publication wrote
+    page = httpx.get(receipt["permalink"], timeout=30)
+    assert page.status_code == 200
+    assert '<p class="galley-byline">By Ana Lopes</p>' in page.text and "<script>alert(1)" not in page.text
+    text = page_text(page.text)
+    assert STORY["title"] in text and "Dockers walked out at" in text and "dawn" in text
+
+
+def test_story__newer_revision_without_section_or_tags__post_loses_them_default_category(wordpress, api):
+    brief = new_brief()
+    first = publish(api, story_publication(brief, 1, STORY)).json()
+    plain = {"title": "Harbour reopens", "body": "Ships are moving again."}
+
+    second = publish(api, story_publication(brief, 2, plain))
+
+    assert second.status_code == 201, second.text
+    post = raw_post(api, first["post_id"])
+    assert (post["content"]["raw"], post["excerpt"]["raw"], post["meta"]["galley_byline"]) == (
+        "<p>Ships are moving again.</p>",
+        "",
+        "",
+    )
+    assert terms_of(wordpress, first["post_id"], "post_tag") == []
+    assert terms_of(wordpress, first["post_id"], "category") == ["Uncategorized"]
+
+
+def test_story__edited_in_wp_admin__drift_with_the_sites_content_as_the_live_hash(wordpress, api):
+    brief = new_brief()
+    sent = story_publication(brief, 1, STORY)
+    receipt = publish(api, sent).json()
+
+    edit_post_as_admin(wordpress, receipt["post_id"], content="<p>Dockers walked out at noon.</p>")
+
+    reported = api.get(f"{PUBLICATIONS}/{receipt['id']}").json()
+    assert reported["payload_hash"] == sent["payload_hash"]
+    expected = {"title": STORY["title"], "body": "<p>Dockers walked out at noon.</p>", "excerpt": STORY["standfirst"]}
+    assert reported["live"]["hash"] == payload_hash(expected) != sent["payload_hash"]
+
+
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        ({"rendered": {**render_story(STORY), "title": "Another headline"}}, "rendered.title must equal payload.title"),
+        ({"rendered": "<p>x</p>"}, "rendered must be a JSON object"),
+        ({"rendered": {**render_story(STORY), "tags": "port"}}, "rendered.tags must be a list of strings"),
+    ],
+    ids=["other-title", "not-an-object", "tags-not-a-list"],
+)
+def test_story__bad_rendered__400_nothing_stored(wordpress, api, change, detail):
+    brief = new_brief()
+    sent = {**story_publication(brief, 1, STORY), **change}
+
+    response = publish(api, sent)
+
+    assert response.status_code == 400, response.text
+    assert detail in response.json()["detail"]
+    assert galley_posts(wordpress, brief) == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "detail"),
+    [
+        ({"title": "T", "body": "B", "summary": "x"}, "payload has unknown fields: summary"),
+        ({"title": "T", "body": "B", "tags": "port"}, "payload.tags must be a list of strings"),
+        ({"title": "T", "body": "B", "byline": 5}, "payload.byline must be a string"),
+        ({"title": "T"}, "payload.body is required"),
+    ],
+)
+def test_story__bad_payload_field__400_nothing_stored(wordpress, api, payload, detail):
+    brief = new_brief()
+    sent = {**publication(brief, 1, "-", "-"), "payload": payload, "payload_hash": payload_hash(payload)}
+
+    response = publish(api, sent)
+
+    assert response.status_code == 400, response.text
+    assert detail in response.json()["detail"]
+    assert galley_posts(wordpress, brief) == []

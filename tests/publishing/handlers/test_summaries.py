@@ -55,6 +55,7 @@ class CountingProvider:
                 "outline": f"- Dockers walked out (call {n}).\n- Ships wait offshore.",
                 "draft": f"Dockers walked out at dawn and ships wait offshore (call {n}).",
                 "headline": f"Dockers walk out, call {n}",
+                "standfirst": f"Ships wait offshore while the union talks pay (call {n}).",
             }[task]
         )
         return ai_providers.Completion(
@@ -122,9 +123,13 @@ def test_atomic_continuation__pipeline_ends_in_exactly_one_first_revision_ready_
     (revision,) = brief.revisions.all()
     artifacts = {a.step: a.content for a in StepArtifact.objects.filter(brief=brief)}
     # The editor's title, not the AI headline, which is only offered (test_brief_title__...).
-    assert revision.payload == {"title": "Harbour strike", "body": artifacts["draft"]["text"]}
+    assert revision.payload == {
+        "title": "Harbour strike",
+        "standfirst": artifacts["standfirst"]["text"],
+        "body": artifacts["draft"]["text"],
+    }
     assert revision.author.username == summaries.PIPELINE_USERNAME
-    assert provider.calls == ["outline", "draft", "headline"]
+    assert provider.calls == ["outline", "draft", "headline", "standfirst"]
     assert [a.usage for a in Attempt.objects.filter(operation__in=operations.values()).order_by("started_at")][:3] == [
         {"prompt_tokens": 10, "completion_tokens": n} for n in (1, 2, 3)
     ]
@@ -187,7 +192,7 @@ def test_canonical_first__a_step_whose_artifact_is_stored_makes_no_provider_call
         do_store_artifact(run, "outline", Proposal({"text": "- Stored outline point."}, "p", "m"))
         do_store_artifact(run, "draft", Proposal({"text": "A stored draft, long enough to pass."}, "p", "m"))
     run_pipeline()
-    assert provider.calls == ["headline"]
+    assert provider.calls == ["headline", "standfirst"]
     assert brief.revisions.get().body == "A stored draft, long enough to pass."
 
 
@@ -221,7 +226,7 @@ class SimulatedCrash(BaseException):
     [
         *itertools.product(
             ["after_artifact_insert", "after_next_step_insert", "after_finalize"],
-            ["outline", "draft", "headline", "quality_gate"],
+            ["outline", "draft", "headline", "standfirst", "quality_gate"],
         ),
         ("after_claim", "outline"),
     ],
@@ -388,7 +393,7 @@ def test_retry_by_failure_kind__operator_retry_of_a_dead_step_resumes_from_the_l
     with transaction.atomic(durable=True):
         assert do_retry_operation_now(draft, acting_user=operator)
     run_pipeline()
-    assert rejecting.calls == ["outline", "draft", "draft", "headline"]  # the outline was not asked again
+    assert rejecting.calls == ["outline", "draft", "draft", "headline", "standfirst"]  # the outline was not asked again
     assert brief.revisions.count() == 1
     assert AuditEvent.objects.filter(event_type="operation.retry_now", actor=operator).count() == 1
 
@@ -416,7 +421,11 @@ def test_brief_title__revision_1_keeps_the_editors_title__the_headline_is_a_sugg
     artifacts = {a.step: a.content for a in StepArtifact.objects.filter(brief=brief)}
     headline = artifacts["headline"]["text"]
     assert (run.status, run.revision_id, run.suggestion) == ("completed", first.id, False)
-    assert first.payload == {"title": "Eastgate cycling row", "body": artifacts["draft"]["text"]}
+    assert first.payload == {
+        "title": "Eastgate cycling row",
+        "standfirst": artifacts["standfirst"]["text"],
+        "body": artifacts["draft"]["text"],
+    }
     assert headline != first.title
 
     client.force_login(editor)
@@ -437,7 +446,7 @@ def test_brief_title__revision_1_keeps_the_editors_title__the_headline_is_a_sugg
     response = client.post(url, {"take": "headline"})
     assert response.status_code == 302
     second = brief.revisions.order_by("-number").first()
-    assert (second.number, second.author, second.payload) == (2, editor, {"title": headline, "body": first.body})
+    assert (second.number, second.author, second.payload) == (2, editor, {**first.payload, "title": headline})
     assert 'id="suggestion"' not in client.get(brief.get_absolute_url()).content.decode()
     again = client.post(url, {"take": "headline"}, follow=True)
     assert "Revision 2 already holds this text." in [str(m) for m in again.context["messages"]]

@@ -37,6 +37,7 @@ from publishing.hashing import payload_hash
 from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, VERIFY, publish_key, republish_key
 from publishing.models import Publication, Revision
 from publishing.roles import Role
+from publishing.story import render_story
 from publishing.tasks import check_drift
 from tests.browser import PASSWORD, sign_in
 from tests.fault_proxy import DROP_AFTER_FORWARD, HANG_AFTER_FORWARD, UNAVAILABLE, FaultProxy
@@ -51,6 +52,7 @@ from tests.publishing.handlers.test_publications import (
     run_worker,
     verify_op,
 )
+from tests.publishing.test_story_pipeline import STORY, write
 from tests.wordpress import WordPress
 from workers.actions.claims import claim_operations
 from workers.actions.operator import do_retry_operation_now
@@ -187,9 +189,11 @@ def post_of(wordpress: WordPress, brief_id: str) -> dict[str, Any]:
 
 def assert_post_shows(wordpress: WordPress, revision: Revision) -> None:
     post = post_of(wordpress, revision.brief.public_id)
-    assert (post["title"]["raw"], post["content"]["raw"], post["status"]) == (
-        revision.payload["title"],
-        revision.payload["body"],
+    rendered = render_story(revision.payload)
+    assert (post["title"]["raw"], post["content"]["raw"], post["excerpt"]["raw"], post["status"]) == (
+        rendered["title"],
+        rendered["content_html"],
+        revision.payload.get("standfirst", ""),
         "publish",
     )
     assert (post["meta"]["galley_revision"], post["meta"]["galley_payload_hash"]) == (
@@ -346,6 +350,7 @@ def test_operation_identity__two_workers_race_same_key__one_post(proxied, wordpr
         "revision": first.number,
         "payload_hash": first.payload_hash,
         "payload": first.payload,
+        "rendered": render_story(first.payload),
     }
 
     def send_duplicate() -> tuple[Any, bool]:
@@ -571,7 +576,7 @@ def test_fence_warning__worker_startup_check_against_wordpress__confirmed_no_war
 
     outcome = run_startup_checks()["publishing target"]
 
-    assert outcome.startswith(f"ok: WordPress at {direct.url}: plugin galley-publishing 2, revision fence on")
+    assert outcome.startswith(f"ok: WordPress at {direct.url}: plugin galley-publishing 3, revision fence on")
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
@@ -579,7 +584,7 @@ def test_check_target__wordpress__plugin_and_credentials(direct, settings):
     out = StringIO()
     call_command("check_target", stdout=out)
     assert out.getvalue() == (
-        f"target ok: WordPress at {direct.url}: plugin galley-publishing 2, revision fence on, "
+        f"target ok: WordPress at {direct.url}: plugin galley-publishing 3, revision fence on, "
         f"signed in as {direct.user!r}\n"
     )
 
@@ -825,7 +830,10 @@ def test_drift__adopt_as_new_revision__written_by_the_operator_approved_then_pub
     said = resolve(staff_operator, check, "adopt_drift")
     again = resolve(staff_operator, check, "adopt_drift")
 
-    assert said == "Adopted what the site shows as revision 2; it waits for approval."
+    assert said == (
+        "Adopted what the site shows as revision 2, its text as plain paragraphs (the site's formatting is not "
+        "kept: edit the revision to restore it); it waits for approval."
+    )
     assert again.startswith(f"Nothing to do: {check.key} is cancelled now.")
     adopted = Revision.objects.get(brief=brief, number=2)
     assert (adopted.payload, adopted.author) == (
@@ -871,19 +879,62 @@ def test_drift__found_by_the_verification__accept_refused_republish_publishes_it
     assert verify_op(revision).status == "cancelled"
 
 
-def test_drift__excerpt_only__adopt_refused_in_plain_words_nothing_written(
-    direct, brief, revise, approver, staff_operator
-):
+def test_drift__excerpt_only__adopted_as_the_standfirst(direct, brief, revise, approver, staff_operator):
     _revision, check = find_drift(direct, brief, revise, approver, excerpt="A teaser nobody approved.")
     conflict = Conflict.objects.get(operation=check)
     assert conflict.target_state["live"]["excerpt"] == "A teaser nobody approved."
 
+    said = resolve(staff_operator, check, "adopt_drift")
+
+    assert said.startswith("Adopted what the site shows as revision 2")
+    assert Revision.objects.get(brief=brief, number=2).payload == {
+        "title": "Harbour strike",
+        "standfirst": "A teaser nobody approved.",
+        "body": "Dockers walked out at dawn.",
+    }
+
+
+def test_drift__status_only__adopt_refused_in_plain_words_nothing_written(
+    direct, brief, revise, approver, staff_operator
+):
+    _revision, check = find_drift(direct, brief, revise, approver, status="draft")
+
     refused = resolve(staff_operator, check, "adopt_drift")
 
-    assert refused.startswith("The site's title and body are revision 1's own; only its excerpt or status differ")
+    assert refused.startswith("The site's title, text and excerpt are revision 1's own; only its status differs")
     assert Revision.objects.filter(brief=brief).count() == 1
     assert (drift_checks(brief)[0].status, fresh(brief).status) == ("conflict", "published")
     assert not AuditEvent.objects.filter(event_type="publication.drift_adopted").exists()
+
+
+def test_drift__html_edited_in_wp_admin__adopted_as_plain_text_paragraphs_never_markup(
+    direct, brief, revise, approver, staff_operator
+):
+    edited = (
+        "<!-- wp:paragraph --><p>Dockers walked out at <strong>noon</strong> &amp; stayed.</p><!-- /wp:paragraph -->"
+        '<p>Talks<br>resume <a href="javascript:alert(1)">Tuesday</a>.</p><script>alert(2)</script>'
+    )
+    _revision, check = find_drift(direct, brief, revise, approver, content=edited)
+
+    said = resolve(staff_operator, check, "adopt_drift")
+
+    assert said.startswith("Adopted what the site shows as revision 2, its text as plain paragraphs")
+    adopted = Revision.objects.get(brief=brief, number=2)
+    assert adopted.payload == {
+        "title": "Harbour strike",
+        "body": "Dockers walked out at noon & stayed.\n\nTalks\n\nresume Tuesday.",
+    }
+
+
+def test_story__structured_revision__published_to_wordpress_and_verified(direct, brief, editor, approver):
+    revision = write(brief, STORY, by=editor)
+    approve(revision, by=approver)
+
+    assert run_worker() == {"succeeded": 2}
+
+    assert_published(brief, revision)
+    assert_post_shows(direct, revision)
+    assert verify_op(revision).result["body_shown"] is True
 
 
 def test_done_means_observed__post_shows_newer_revision_sent_not_yet_recorded__superseded_not_drift(
