@@ -270,6 +270,26 @@ def test_submit__creates_exactly_the_next_revision_with_its_hash__one_notificati
     assert draft.story["body"] == "The port reopens at noon."
 
 
+def test_submitted_revision_never_changes__later_autosaves_and_submissions_write_new_rows(editor, brief, revise):
+    revise(brief, "Dockers walked out at dawn.")
+    client = client_for(editor)
+    assert autosave(client, brief, version=0, base=1, body="The port reopens.").status_code == 200
+    form = form_values(client.get(edit_url(brief)), containing="draft_version")
+    assert client.post(edit_url(brief), {**form, "action": "submit"}).status_code == 302
+    submitted = brief.revisions.get(number=2)
+    frozen = (submitted.payload, submitted.payload_hash, submitted.created_at)
+
+    version = Draft.objects.get(brief=brief).version
+    assert autosave(client, brief, version=version, base=2, body="The port reopens at noon.").status_code == 200
+    form = form_values(client.get(edit_url(brief)), containing="draft_version")
+    assert client.post(edit_url(brief), {**form, "action": "submit"}).status_code == 302
+
+    submitted.refresh_from_db()
+    assert (submitted.payload, submitted.payload_hash, submitted.created_at) == frozen
+    assert submitted.payload_hash == payload_hash(submitted.payload)
+    assert brief.revisions.get(number=3).payload["body"] == "The port reopens at noon."
+
+
 def test_submit__revision_submitted_meanwhile__conflict_page_and_the_draft_kept(editor, make_user, brief, revise):
     revise(brief, "Dockers walked out at dawn.")
     client = client_for(editor)
