@@ -157,7 +157,12 @@ def test_make_run__approving_in_the_web_ui_publishes_within_seconds_with_a_worki
             written = post_form(
                 editor,
                 f"{brief_url}edit/",
-                {"base_number": "0", "title": "Harbour strike ends", "body": "Dockers return <b>today</b>."},
+                {
+                    "base_number": "0",
+                    "title": "Harbour strike ends",
+                    "body": "Dockers return <b>today</b>.",
+                    "action": "submit",
+                },
             )
             assert written.status_code == 302
             revision_url = written.headers["location"]

@@ -101,8 +101,8 @@ def test_newsroom__assignment_inbox_email_and_a_comment_thread_with_a_reply(brow
         editor, newsroom, title="Harbour strike", source=SOURCE, shot=lambda page: shoot(page, "01-new-brief")
     )
     expect(revision_links).to_have_text(["1"])
-    expect(editor.locator("[data-step]")).to_have_count(4)
-    expect(editor.locator("[data-step][data-state=succeeded]")).to_have_count(4)
+    expect(editor.locator("[data-step]")).to_have_count(5)
+    expect(editor.locator("[data-step][data-state=succeeded]")).to_have_count(5)
 
     editor.get_by_label("Assign to").select_option(label=APPROVER_B)
     editor.get_by_role("button", name="Assign").click()

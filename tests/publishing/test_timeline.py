@@ -184,6 +184,7 @@ def test_timeline__one_ai_run__one_entry_with_its_steps_inside(editor, provider)
         "Outline: done",
         "Draft: done",
         "Headline: done",
+        "Standfirst: done",
         "Quality gate: done",
     ]
     assert ("Source hash", run.source_hash) in entry.detail
