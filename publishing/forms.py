@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from django import forms
 from django.http import QueryDict
 
 from publishing.models import Brief
-from publishing.story import TAGS_LABEL, TEXT_FIELDS, TITLE_MAX_CHARS
+from publishing.story import TAGS_LABEL, TEXT_FIELDS, TITLE_MAX_CHARS, story_fields
 
 
 class BriefForm(forms.Form):
@@ -39,6 +40,12 @@ class BriefForm(forms.Form):
 
 class SourceMaterialForm(forms.Form):
     source_material = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), required=False)
+
+
+def story_form_fields(story: Mapping[str, Any]) -> dict[str, str]:
+    """A story's fields as the edit form holds them: every field, the tags as one comma line."""
+    fields = story_fields(story)
+    return {**fields, "tags": ", ".join(fields["tags"])}
 
 
 class RevisionForm(forms.Form):
@@ -82,12 +89,7 @@ class RevisionForm(forms.Form):
     @staticmethod
     def initial_from(story: dict[str, Any], *, base_number: int, draft_version: int) -> dict[str, Any]:
         """The form's initial values from a story (publishing.story.story_fields' shape)."""
-        return {
-            **{name: value for name, value in story.items() if name != "tags"},
-            "tags": ", ".join(story.get("tags", [])),
-            "base_number": base_number,
-            "draft_version": draft_version,
-        }
+        return {**story_form_fields(story), "base_number": base_number, "draft_version": draft_version}
 
 
 class BriefFilterForm(forms.Form):

@@ -6,6 +6,21 @@ from typing import Any
 
 from publishing.errors import InvalidInput
 
+# PostgreSQL's integer: revision numbers, draft versions and ids; a larger number names nothing stored.
+MAX_DB_INT = 2**31 - 1
+
+
+def clean_number(value: Any, *, minimum: int, message: str) -> int:
+    """`value` as a whole number from `minimum` to MAX_DB_INT (a page's hidden field, say); else
+    InvalidInput(message), which tells the person what to do."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(message) from None
+    if not minimum <= number <= MAX_DB_INT:
+        raise InvalidInput(message)
+    return number
+
 
 def clean_text(value: Any, *, field: str, max_chars: int, required: bool) -> str:
     if not isinstance(value, str):

@@ -32,7 +32,7 @@ from publishing.errors import (
     PermissionRefused,
     RevisionConflict,
 )
-from publishing.forms import BriefFilterForm, BriefForm, RevisionForm, SourceMaterialForm
+from publishing.forms import BriefFilterForm, BriefForm, RevisionForm, SourceMaterialForm, story_form_fields
 from publishing.live import Partial, live_partial
 from publishing.middleware import check_form_text, checks_own_form_text
 from publishing.models import Brief, Draft
@@ -50,7 +50,7 @@ from publishing.selectors.revisions import (
     list_revision_numbers,
 )
 from publishing.selectors.summaries import get_pipeline_view
-from publishing.story import STORY_KEYS, TAGS_LABEL, TEXT_FIELDS, story_fields
+from publishing.story import STORY_KEYS, TAGS_LABEL, TEXT_FIELDS
 from publishing.timeline import get_brief_timeline
 
 BRIEFS_PER_PAGE = 20
@@ -381,16 +381,10 @@ def revision_edit(request: HttpRequest, public_id: str) -> HttpResponse:
     return redirect(revision)
 
 
-def _draft_fields(story: dict[str, Any]) -> dict[str, str]:
-    """A story's fields as the form holds them (tags as one comma line)."""
-    fields = story_fields(story)
-    return {**fields, "tags": ", ".join(fields["tags"])}
-
-
 def _render_draft_conflict(request: HttpRequest, brief: Brief, conflict: DraftConflict) -> HttpResponse:
     """The edit form again with the editor's text, the draft saved meanwhile beside it; the form now
     names that draft's version, so saving it again is the explicit "keep mine"."""
-    theirs = _draft_fields(conflict.draft.story)
+    theirs = story_form_fields(conflict.draft.story)
     form = RevisionForm({**request.POST.dict(), "draft_version": conflict.draft.version})
     form.add_error(None, conflict.message)
     fields = _side_by_side(theirs, _posted_story(request))
@@ -420,6 +414,13 @@ def _side_by_side(theirs: dict[str, str], mine: dict[str, str]) -> list[dict[str
     ]
 
 
+def _refusal_json(exc: GalleyError) -> JsonResponse:
+    """An action's refusal as the edit page's script reads it: the message, the status the middleware
+    would give the page (403, 404), else 400."""
+    status = 403 if isinstance(exc, PermissionRefused) else 404 if isinstance(exc, NotFound) else 400
+    return JsonResponse({"message": exc.message}, status=status)
+
+
 def _draft_json(draft: Draft) -> dict[str, Any]:
     """The draft as the edit page's script uses it; `preview` is the page's preview partial rendered
     from it, so the page never renders Markdown itself."""
@@ -428,7 +429,7 @@ def _draft_json(draft: Draft) -> dict[str, Any]:
         "base_number": draft.base_number,
         "updated_by": str(draft.updated_by),
         "updated_at": draft.updated_at.isoformat(),
-        "story": _draft_fields(draft.story),
+        "story": story_form_fields(draft.story),
         "preview": render_to_string("publishing/_story_preview.html", get_story_preview(draft.story)),
     }
 
@@ -453,12 +454,8 @@ def draft_save(request: HttpRequest, public_id: str) -> JsonResponse:
         return JsonResponse({"message": exc.message, "theirs": _draft_json(exc.draft)}, status=409)
     except DraftHeld as exc:
         return JsonResponse({"message": exc.message, "holder": str(exc.holder)}, status=423)
-    except PermissionRefused as exc:
-        return JsonResponse({"message": exc.message}, status=403)
-    except NotFound as exc:
-        return JsonResponse({"message": exc.message}, status=404)
     except GalleyError as exc:
-        return JsonResponse({"message": exc.message}, status=400)
+        return _refusal_json(exc)
     return JsonResponse({"saved": _draft_json(draft)})
 
 
@@ -474,10 +471,8 @@ def draft_presence(request: HttpRequest, public_id: str) -> JsonResponse:
                 leaving=request.POST.get("leaving") == "1",
                 acting_user=request.user,
             )
-    except PermissionRefused as exc:
-        return JsonResponse({"message": exc.message}, status=403)
-    except NotFound as exc:
-        return JsonResponse({"message": exc.message}, status=404)
+    except GalleyError as exc:
+        return _refusal_json(exc)
     brief = access_brief(public_id, acting_user=request.user)
     state = get_draft_state(brief)
     presences = list_presences(brief, viewer=request.user)
@@ -516,7 +511,7 @@ def _render_conflict(request: HttpRequest, brief: Brief, conflict: RevisionConfl
     base = get_revision(brief, conflict.base_number) if conflict.base_number > 0 else None
     # Every field of the story beside the editor's: the form carries them all, so an overwrite
     # writes each as it is shown here.
-    theirs = _draft_fields(newer.payload)
+    theirs = story_form_fields(newer.payload)
     fields = _side_by_side(theirs, _posted_story(request))
     context = {
         **_edit_context(brief, form, request),

@@ -25,21 +25,14 @@ from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.drafts import get_draft, get_draft_state, is_present
 from publishing.story import TEXT_FIELDS, clean_tags, max_chars, story_fields
-from publishing.validation import clean_text
+from publishing.validation import clean_number, clean_text
 from workers.audit import record_audit_event
-
-# PostgreSQL's integer: a larger "number" is no draft version or revision any page was given.
-_MAX_NUMBER = 2**31 - 1
 
 
 def _number(value: Any, *, what: str) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = -1
-    if not 0 <= number <= _MAX_NUMBER:
-        raise InvalidInput(f"The {what} you edited is missing or not a valid number; reload the page.")
-    return number
+    return clean_number(
+        value, minimum=0, message=f"The {what} you edited is missing or not a valid number; reload the page."
+    )
 
 
 def clean_draft_story(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -153,7 +146,7 @@ def check_submit_draft(
     _refuse_if_held(draft, acting_user)
     # A draft started again from a revision submitted since the editor's base is not their draft's
     # conflict but their revision's: check_create_revision says what was submitted meanwhile.
-    if draft is not None and draft.version != expected and str(draft.base_number) == str(base_number):
+    if draft is not None and draft.version != expected and draft.base_number == _number(base_number, what="revision"):
         raise DraftConflict(draft)
     revision, created = check_create_revision(
         public_id,

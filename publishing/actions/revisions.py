@@ -19,6 +19,7 @@ from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.selectors.summaries import get_canonical_artifacts
 from publishing.story import clean_story
 from publishing.summary_rules import SuggestionTake, apply_suggestion
+from publishing.validation import clean_number
 from workers.audit import record_audit_event
 
 _S = Brief.Status
@@ -71,12 +72,9 @@ def check_create_revision(
     newer revision exists. Locks the brief's row first (docs/architecture.md#lock-order).
     """
     acting_user = require_role(acting_user, Role.EDITOR, to="edit briefs")
-    try:
-        base = int(base_number)
-    except (TypeError, ValueError):
-        base = -1
-    if base < 0:
-        raise InvalidInput("The revision you edited is missing or not a valid number; reload the page.")
+    base = clean_number(
+        base_number, minimum=0, message="The revision you edited is missing or not a valid number; reload the page."
+    )
     payload = clean_story(
         {"title": title, "standfirst": standfirst, "body": body, "byline": byline, "section": section, "tags": tags}
     )
@@ -180,12 +178,11 @@ def check_restore_revision(
     revision it already created. The new revision needs approval like any other.
     """
     acting_user = require_role(acting_user, Role.EDITOR, to="restore revisions")
-    try:
-        base = int(base_number)
-    except (TypeError, ValueError):
-        base = -1
-    if base < 1:
-        raise InvalidInput("The current revision you saw is missing or not a valid number; reload the page.")
+    base = clean_number(
+        base_number,
+        minimum=1,
+        message="The current revision you saw is missing or not a valid number; reload the page.",
+    )
     brief = access_brief(public_id, acting_user=acting_user, lock=True)
     restored = get_revision(brief, number)
     return do_create_revision(

@@ -14,7 +14,6 @@ from publishing.actions.briefs import check_create_brief, check_update_source_ma
 from publishing.actions.revisions import check_create_revision, check_use_suggestion
 from publishing.api.common import (
     CURSOR,
-    MAX_DB_INT,
     NO_NUL,
     PROBLEMS,
     TEXT,
@@ -42,6 +41,7 @@ from publishing.story import (
     story_fields,
 )
 from publishing.summary_rules import SuggestionTake
+from publishing.validation import MAX_DB_INT
 
 router = Router(tags=["briefs"])
 

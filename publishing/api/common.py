@@ -39,7 +39,6 @@ IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
 NO_NUL = r"^[^\x00]*$"
 # Text the actions accept: no NUL (PostgreSQL cannot store it), and not only whitespace.
 TEXT = r"^[^\x00]*[^\x00\s][^\x00]*$"
-MAX_DB_INT = 2**31 - 1  # PostgreSQL integer: revision numbers and ids
 PAYLOAD_HASH = r"^[0-9a-f]{64}$"  # sha256 hex, as every revision's payload_hash
 CURSOR = r"^[A-Za-z0-9_-]{1,200}$"  # what encode_cursor gives out: unpadded URL-safe base64
 

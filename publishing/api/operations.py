@@ -26,7 +26,6 @@ from publishing.actions.resolutions import (
     check_retry_publication,
 )
 from publishing.api.common import (
-    MAX_DB_INT,
     PROBLEMS,
     TEXT,
     WRITE_PROBLEMS,
@@ -37,7 +36,7 @@ from publishing.api.common import (
 from publishing.errors import InvalidInput, NotFound
 from publishing.identities import PUBLICATION_KINDS
 from publishing.roles import Role, require_role
-from publishing.validation import clean_text
+from publishing.validation import MAX_DB_INT, clean_text
 from workers.actions.operator import do_cancel_operation, do_resolve_conflict, do_retry_operation_now
 from workers.models import Conflict, Operation, OperationStatus
 
