@@ -25,6 +25,9 @@ class PublishingConfig(AppConfig):
         # Groups are granted permission rows, which Django creates after each app migrates;
         # the handler is idempotent, so running it after every app is harmless.
         post_migrate.connect(_ensure_role_groups, dispatch_uid="galley_ensure_role_groups")
+        # The primary channel is data every publication names (migration 0014 makes it); a flushed
+        # database (the tests' TransactionTestCase) gets it back with the rest of post_migrate's rows.
+        post_migrate.connect(_ensure_primary_channel, sender=self, dispatch_uid="galley_ensure_primary_channel")
 
 
 def _ensure_role_groups(sender: AppConfig, **kwargs: object) -> None:
@@ -32,3 +35,9 @@ def _ensure_role_groups(sender: AppConfig, **kwargs: object) -> None:
     from publishing.roles import ensure_role_groups
 
     ensure_role_groups(using=str(kwargs.get("using", "default")))
+
+
+def _ensure_primary_channel(sender: AppConfig, **kwargs: object) -> None:
+    from publishing.actions.channels import ensure_primary_channel
+
+    ensure_primary_channel(using=str(kwargs.get("using", "default")))

@@ -17,6 +17,11 @@ REPUBLISH = "republish"
 # Every kind of a brief's publication: what an operator settles among the publication problems.
 PUBLICATION_KINDS = (PUBLISH, VERIFY, REPUBLISH, DRIFT_CHECK)
 
+# The channel the GALLEY_TARGET_* / GALLEY_WORDPRESS_* settings define (publishing.models.Channel,
+# migration 0014). Its keys are the unextended ones, so the rows and the targets' idempotency
+# records written before channels existed stay valid.
+PRIMARY_CHANNEL = "web"
+
 
 class _ActsOnAVersion(Protocol):
     @property
@@ -44,29 +49,37 @@ def revision_subject_id(public_id: str, number: int) -> str:
     return f"{public_id}/revision-{number}"
 
 
-def publish_key(public_id: str, number: int) -> str:
-    """Binds the publication of revision `number` to one side effect at the target."""
-    return f"publish:{public_id}:revision-{number}"
+def _on_channel(key: str, channel: str) -> str:
+    """`key` on `channel`: unchanged on the primary channel, else extended with `:channel-<slug>`
+    (a slug never changes and holds no colon, so the extended key is stable and unique)."""
+    return key if channel == PRIMARY_CHANNEL else f"{key}:channel-{channel}"
 
 
-def verify_key(public_id: str, number: int) -> str:
-    return f"verify:{public_id}:revision-{number}"
+def publish_key(public_id: str, number: int, channel: str = PRIMARY_CHANNEL) -> str:
+    """Binds the publication of revision `number` on `channel` to one side effect there:
+    `publish:brief-042:revision-3` on the primary channel, `publish:brief-042:revision-3:channel-partner-feed`
+    on another."""
+    return _on_channel(f"publish:{public_id}:revision-{number}", channel)
 
 
-def drift_check_key(public_id: str, number: int, round_id: str) -> str:
-    """One periodic check of published revision `number`; `round_id` is its round's database time."""
-    return f"drift-check:{public_id}:revision-{number}:{round_id}"
+def verify_key(public_id: str, number: int, channel: str = PRIMARY_CHANNEL) -> str:
+    return _on_channel(f"verify:{public_id}:revision-{number}", channel)
 
 
-def republish_key(public_id: str, number: int, conflict_id: int) -> str:
+def drift_check_key(public_id: str, number: int, round_id: str, channel: str = PRIMARY_CHANNEL) -> str:
+    """One periodic check of published revision `number` on `channel`; `round_id` is its round's database time."""
+    return _on_channel(f"drift-check:{public_id}:revision-{number}:{round_id}", channel)
+
+
+def republish_key(public_id: str, number: int, conflict_id: int, channel: str = PRIMARY_CHANNEL) -> str:
     """Writes revision `number` over a drift again: a key of its own, one per drift it repairs (the
     approved revision's publish key already holds its receipt at the target, which a replay only
     answers again); stable across the republish's retries."""
-    return f"republish:{public_id}:revision-{number}:conflict-{conflict_id}"
+    return _on_channel(f"republish:{public_id}:revision-{number}:conflict-{conflict_id}", channel)
 
 
-def republish_verify_key(public_id: str, number: int, conflict_id: int) -> str:
-    return f"verify:{republish_key(public_id, number, conflict_id)}"
+def republish_verify_key(public_id: str, number: int, conflict_id: int, channel: str = PRIMARY_CHANNEL) -> str:
+    return f"verify:{republish_key(public_id, number, conflict_id, channel)}"
 
 
 def step_key(public_id: str, run_number: int, step: str) -> str:

@@ -32,6 +32,59 @@ def current_headline(brief: str = "pk", *, title: str = "title") -> Coalesce:
     return Coalesce(models.Subquery(latest_title), models.F(title), output_field=models.CharField())
 
 
+class ChannelKind(models.TextChoices):
+    REFERENCE = "reference", "Target protocol (reference or any service speaking it)"
+    WORDPRESS = "wordpress", "WordPress with the companion plugin"
+
+
+class Channel(models.Model):
+    """A configured destination: one publication per (revision, channel), exactly once and verified.
+
+    The primary channel (`web`, publishing.identities.PRIMARY_CHANNEL) is made by migration 0014 and
+    takes its connection from the GALLEY_TARGET_* / GALLEY_WORDPRESS_* settings (`from_settings`), so a
+    single-target newsroom changes nothing; its operation keys are the unextended ones. Every other
+    channel is configured here, by operators in the admin. `secret_sealed` holds the credentials sealed
+    with a key derived from SECRET_KEY (publishing.credentials): write-only, never shown, logged or
+    audited. The slug never changes: it is part of every operation key on the channel.
+    """
+
+    Kind = ChannelKind
+
+    slug = models.SlugField(max_length=50, unique=True, help_text="Part of every operation key on it; never changes.")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=ChannelKind.choices, default=ChannelKind.REFERENCE)
+    base_url = models.URLField(max_length=500, blank=True)
+    username = models.CharField(
+        max_length=150, blank=True, help_text="WordPress: the user of the application password."
+    )
+    secret_sealed = models.TextField(blank=True, editable=False)
+    enabled = models.BooleanField(default=True)
+    is_default = models.BooleanField(default=False, help_text="New briefs go to the default channels.")
+    rate_per_second = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Sends per second across every worker on every host; empty: no limit."
+    )
+    from_settings = models.BooleanField(default=False, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-from_settings", "slug"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(slug__regex=r"^[a-z0-9][a-z0-9-]*$"), name="channel_slug_form"),
+            models.CheckConstraint(condition=models.Q(kind__in=ChannelKind.values), name="channel_kind_valid"),
+            models.UniqueConstraint(
+                fields=["from_settings"], condition=models.Q(from_settings=True), name="channel_one_from_settings"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(rate_per_second__isnull=True) | models.Q(rate_per_second__gte=1),
+                name="channel_rate_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
 class Brief(models.Model):
     Status = BriefStatus
 
@@ -50,8 +103,14 @@ class Brief(models.Model):
     )
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="briefs")
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.DRAFTING)
+    channels = models.ManyToManyField(
+        Channel,
+        blank=True,
+        related_name="briefs",
+        help_text="Where an approval of it publishes (the default channels).",
+    )
     published_revision_number = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Highest revision verified at the target; only ever grows."
+        null=True, blank=True, help_text="Highest revision verified on any channel; only ever grows."
     )
     form_token = models.UUIDField(
         null=True,
@@ -133,7 +192,7 @@ class Revision(models.Model):
 
 
 class Publication(models.Model):
-    """Revision `revision` applied at the target under `operation_key` (one per revision).
+    """Revision `revision` applied on channel `channel` under `operation_key` (one per revision and channel).
 
     Recorded in the same transaction as the publish operation's success, with the verification
     operation that depends on it. `verified_at` is set once a read-back showed the target
@@ -142,7 +201,8 @@ class Publication(models.Model):
     """
 
     brief = models.ForeignKey(Brief, on_delete=models.PROTECT, related_name="publications")
-    revision = models.OneToOneField(Revision, on_delete=models.PROTECT, related_name="publication")
+    revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="publications")
+    channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="publications")
     operation_key = models.CharField(max_length=255, unique=True)
     payload_hash = models.CharField(max_length=64)
     external_id = models.CharField(max_length=200)
@@ -152,6 +212,9 @@ class Publication(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["revision", "channel"], name="publication_one_per_revision_channel")
+        ]
 
     def __str__(self) -> str:
         return f"{self.operation_key} -> {self.permalink}"

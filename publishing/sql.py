@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from django.db import connection
 from django.db.models import Model
 
-from publishing.models import Brief, Publication, Revision, StepArtifact
+from publishing.models import Brief, Channel, Publication, Revision, StepArtifact
 from workers.models import Attempt, Operation
 
 M = TypeVar("M", bound=Model)
@@ -59,6 +59,7 @@ def brief_versions(operation: str, *, public_id: str, versions: str) -> str:
 
 
 _BRIEF = Brief._meta.db_table
+_CHANNEL = Channel._meta.db_table
 _REVISION = Revision._meta.db_table
 _PUBLICATION = Publication._meta.db_table
 _OPERATION = Operation._meta.db_table
@@ -153,9 +154,10 @@ WITH brief AS (
     SELECT id FROM {_BRIEF} WHERE id = %(brief_id)s FOR NO KEY UPDATE
 )
 INSERT INTO {_PUBLICATION}
-    (brief_id, revision_id, operation_key, payload_hash, external_id, permalink, created_at, verified_at)
-SELECT brief.id, %(revision_id)s, %(key)s, %(payload_hash)s, %(external_id)s, %(permalink)s, %(now)s, NULL
-FROM brief
+    (brief_id, revision_id, channel_id, operation_key, payload_hash, external_id, permalink, created_at, verified_at)
+SELECT brief.id, %(revision_id)s, channel.id, %(key)s, %(payload_hash)s, %(external_id)s, %(permalink)s, %(now)s, NULL
+FROM brief, {_CHANNEL} channel
+WHERE channel.slug = %(channel)s
 ON CONFLICT (operation_key) DO NOTHING
 RETURNING id
 """  # noqa: S608 -- table names from the models; every value is a parameter

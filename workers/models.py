@@ -138,6 +138,13 @@ class Operation(models.Model):
         help_text="The version of the subject the operation acts on (a brief's revision number for a publish, "
         "verify, republish or drift check); empty when the subject has none.",
     )
+    channel = models.CharField(
+        max_length=50,
+        blank=True,
+        default="",
+        help_text="The destination the operation acts on (a publishing channel's slug), whose rate limit and "
+        "pauses it shares with every operation on it; empty when it has none.",
+    )
     arguments = models.JSONField(default=dict, blank=True, help_text="Ids only; handlers load the rest.")
     status = models.CharField(max_length=16, choices=OperationStatus.choices, default=OperationStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0, help_text="Every try, including waits.")

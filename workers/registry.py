@@ -21,6 +21,7 @@ class ClaimedOperation:
     subject_type: str
     subject_id: str
     subject_version: int | None  # e.g. the brief's revision number (Operation.subject_version)
+    channel: str  # the destination it acts on (Operation.channel); "" when none
     arguments: dict[str, Any]
     attempt_id: str
     attempt_number: int

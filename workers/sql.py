@@ -208,7 +208,8 @@ claimed AS (
         updated_at = statement_timestamp()
     FROM due
     WHERE o.id = due.id
-    RETURNING o.id, o.key, o.kind, o.payload_hash, o.subject_type, o.subject_id, o.subject_version, o.arguments,
+    RETURNING o.id, o.key, o.kind, o.payload_hash, o.subject_type, o.subject_id, o.subject_version, o.channel,
+              o.arguments,
               o.attempts, o.fencing_token, o.deadline, o.last_error_kind, o.next_attempt_at,
               o.result IS NOT NULL AS observed
 ),
@@ -226,7 +227,7 @@ opened AS (
     RETURNING id, operation_id, ambiguous
 )
 SELECT c.id AS operation_id, c.key, c.kind, c.payload_hash, c.subject_type, c.subject_id, c.subject_version,
-       c.arguments, c.attempts AS attempt_number, c.fencing_token, c.deadline, opened.id AS attempt_id,
+       c.channel, c.arguments, c.attempts AS attempt_number, c.fencing_token, c.deadline, opened.id AS attempt_id,
        opened.ambiguous, (SELECT count(*) FROM candidates) > %(limit)s AS more_due
 FROM claimed c
 JOIN opened ON opened.operation_id = c.id
@@ -297,6 +298,7 @@ _OPERATION_COLUMNS, _OPERATION_VALUES = insert_values(
         "subject_type": "%(subject_type)s",
         "subject_id": "%(subject_id)s",
         "subject_version": "%(subject_version)s::integer",
+        "channel": "%(channel)s",
         "arguments": "%(arguments)s::jsonb",
         "max_attempts": "%(max_attempts)s",
         # A continuation takes its prerequisites' place in the queue (below).

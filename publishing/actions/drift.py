@@ -10,6 +10,7 @@ from django.db import connection, transaction
 
 from publishing.identities import (
     DRIFT_CHECK,
+    PRIMARY_CHANNEL,
     VERIFY,
     drift_check_key,
     publish_key,
@@ -41,6 +42,7 @@ def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
         enqueued += enqueue_operation(
             key=drift_check_key(due.public_id, due.number, round_id),
             kind=DRIFT_CHECK,
+            channel=PRIMARY_CHANNEL,
             payload_hash=due.payload_hash,
             subject_type="brief",
             subject_id=due.public_id,
@@ -61,6 +63,7 @@ def do_record_republication(
     enqueued = enqueue_operation(
         key=republish_verify_key(public_id, revision.number, conflict_id),
         kind=VERIFY,
+        channel=PRIMARY_CHANNEL,
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,

@@ -12,6 +12,7 @@ from publishing.actions.resolutions import OPEN, do_close_replaced_problems
 from publishing.actions.revisions import check_brief_transition
 from publishing.announcements import announce_published
 from publishing.identities import (
+    PRIMARY_CHANNEL,
     PUBLICATION_KINDS,
     PUBLISH,
     VERIFY,
@@ -20,7 +21,7 @@ from publishing.identities import (
     revision_subject_id,
     verify_key,
 )
-from publishing.models import Brief, Publication, Revision
+from publishing.models import Brief, Channel, Publication, Revision
 from publishing.sql import (
     LOCK_BRIEF_SQL,
     RECORD_PUBLICATION_SQL,
@@ -49,6 +50,7 @@ def do_request_publication(revision: Revision) -> Enqueued:
     enqueued = enqueue_operation(
         key=publish_key(public_id, revision.number),
         kind=PUBLISH,
+        channel=PRIMARY_CHANNEL,
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,
@@ -90,6 +92,7 @@ def do_record_publication(
         "external_id": external_id,
         "permalink": permalink,
         "now": now,
+        "channel": PRIMARY_CHANNEL,
     }
     with execute_prepared(RECORD_PUBLICATION_SQL, params, row_factory=dict_row) as cursor:
         inserted = cursor.fetchone()
@@ -112,6 +115,7 @@ def do_record_publication(
     enqueue_operation(
         key=verify_key(public_id, revision.number),
         kind=VERIFY,
+        channel=PRIMARY_CHANNEL,
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,
@@ -153,6 +157,7 @@ def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, pu
             defaults={
                 "brief_id": brief_id,
                 "revision": revision,
+                "channel": Channel.objects.get(slug=operation.channel),
                 "payload_hash": revision.payload_hash,
                 "external_id": str(receipt["external_id"]),
                 "permalink": str(receipt.get("permalink", "")),

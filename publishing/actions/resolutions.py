@@ -21,7 +21,15 @@ from django.db import transaction
 from publishing.actions.revisions import do_create_revision
 from publishing.errors import InvalidInput
 from publishing.hashing import PayloadError, payload_hash
-from publishing.identities import DRIFT_CHECK, PUBLICATION_KINDS, REPUBLISH, publish_key, republish_key, revision_number
+from publishing.identities import (
+    DRIFT_CHECK,
+    PRIMARY_CHANNEL,
+    PUBLICATION_KINDS,
+    REPUBLISH,
+    publish_key,
+    republish_key,
+    revision_number,
+)
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.problems import PROBLEM_OPEN, DriftShown, get_publication_problem
@@ -264,6 +272,7 @@ def check_republish_approved(operation: Operation, *, acting_user: AnyUser) -> O
     enqueued = enqueue_operation(
         key=republish_key(locked.subject_id, number, conflict.id),
         kind=REPUBLISH,
+        channel=PRIMARY_CHANNEL,
         payload_hash=problem.revision.payload_hash,
         subject_type="brief",
         subject_id=locked.subject_id,

@@ -136,6 +136,6 @@ def list_newer_sent_revisions(publication: Publication, *, public_id: str) -> li
     ).values_list("subject_version", flat=True)
     return list(
         Revision.objects.filter(brief_id=publication.brief_id, number__gt=publication.revision.number)
-        .filter(Q(publication__isnull=False) | Q(number__in=sent))
+        .filter(Q(publications__isnull=False) | Q(number__in=sent))
         .order_by("-number")
     )

@@ -97,6 +97,7 @@ def _claimed(row: dict[str, Any], *, worker_id: str) -> ClaimedOperation:
         subject_type=row["subject_type"],
         subject_id=row["subject_id"],
         subject_version=row["subject_version"],
+        channel=row["channel"],
         arguments=json_value(row["arguments"]) or {},
         attempt_number=row["attempt_number"],
         fencing_token=row["fencing_token"],

@@ -39,6 +39,7 @@ def enqueue_operation(
     subject_type: str,
     subject_id: str,
     subject_version: int | None = None,
+    channel: str = "",
     arguments: dict[str, Any] | None = None,
     after: Iterable[tuple[Operation | int, str]] = (),
     max_attempts: int | None = None,
@@ -50,8 +51,8 @@ def enqueue_operation(
     hash nothing is enqueued: a Conflict is recorded and audited, in the caller's
     transaction, and returned for the caller to report — never as a success. `subject_version`
     is the version of the subject acted on (a brief's revision number), which the readers of a
-    subject's older or newer operations compare. `after` adds durable prerequisites as
-    (operation or its id, Dependency.Requires). Rings the doorbell on commit.
+    subject's older or newer operations compare; `channel` the destination it acts on. `after`
+    adds durable prerequisites as (operation or its id, Dependency.Requires). Rings the doorbell on commit.
     """
     now = timezone.now()
     edges = list(after)
@@ -62,6 +63,7 @@ def enqueue_operation(
         "subject_type": subject_type,
         "subject_id": subject_id,
         "subject_version": subject_version,
+        "channel": channel,
         "arguments": arguments or {},
         "max_attempts": max_attempts or settings.GALLEY_MAX_ATTEMPTS,
     }
