@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
-from approvals.models import Approval, Assignment, Comment
+from approvals.models import Approval, ApprovalChannel, Assignment, Comment
 from approvals.notifications import do_notify_assigned, do_notify_commented, do_notify_decided
 from approvals.selectors import (
     get_approvers_group,
@@ -18,15 +18,17 @@ from approvals.selectors import (
     get_valid_approval,
     list_assignable_approvers,
 )
+from publishing.actions.channels import check_channel_set
 from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import do_change_brief_status
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
 from publishing.identities import revision_subject_id
-from publishing.models import Brief, Revision
+from publishing.models import Brief, Channel, Revision
 from publishing.roles import AnyUser, Role, has_role, require_role
 from publishing.selectors.briefs import access_brief
+from publishing.selectors.publications import get_newer_sent_number
 from publishing.selectors.revisions import get_latest_revision, get_revision
-from publishing.validation import clean_text
+from publishing.validation import clean_number, clean_text
 from workers.audit import record_audit_event
 
 COMMENT_MAX_CHARS = 10_000
@@ -44,9 +46,12 @@ def check_decide_revision(
     payload_hash: Any,
     decision: Any,
     comment: Any = "",
+    channels: Any = None,
     acting_user: AnyUser,
 ) -> tuple[Approval, bool]:
-    """Record the approver's decision on revision `revision_number` as reviewed with `payload_hash`.
+    """Record the approver's decision on revision `revision_number` as reviewed with `payload_hash`;
+    an approval freezes the channels it publishes to: `channels` (slugs) when given, else the brief's
+    (publishing.actions.channels.check_channel_set; docs/invariants.md#i14).
 
     Locks the brief's row first (docs/architecture.md#lock-order), so a decision and a new revision of the
     same brief are serialised: a decision can only land on the revision that is current when it
@@ -104,15 +109,22 @@ def check_decide_revision(
             f"Revision {revision.number} was approved by {approval.approver} and is being published; "
             "ask the editor for a new revision instead."
         )
-    return do_decide_revision(revision, decision=decision, comment=comment, acting_user=acting_user), True
+    channel_set = check_channel_set(brief, channels) if decision == Approval.Decision.APPROVED else []
+    decided = do_decide_revision(
+        revision, decision=decision, comment=comment, channels=channel_set, acting_user=acting_user
+    )
+    return decided, True
 
 
 @transaction.atomic(savepoint=False)
-def do_decide_revision(revision: Revision, *, decision: str, comment: str, acting_user: User) -> Approval:
+def do_decide_revision(
+    revision: Revision, *, decision: str, comment: str, channels: list[Channel], acting_user: User
+) -> Approval:
     """Caller holds the brief's row lock and has checked that `revision` is the current one.
 
-    An approval writes the publish operation in the same transaction (docs/invariants.md#i5), its row
-    locked after the brief's, never before (docs/architecture.md#lock-order).
+    An approval freezes its channel set (`channels`: one ApprovalChannel row each) and writes one publish
+    operation per channel in the same transaction (docs/invariants.md#i5, #i14), their rows locked after
+    the brief's, never before (docs/architecture.md#lock-order).
     """
     approval = Approval.objects.create(
         revision=revision,
@@ -131,12 +143,75 @@ def do_decide_revision(revision: Revision, *, decision: str, comment: str, actin
         subject_type="revision",
         subject_id=revision_subject_id(brief.public_id, revision.number),
         old_state={"status": old_status},
-        new_state={"status": brief.status, "decision": decision, "payload_hash": revision.payload_hash},
+        new_state={
+            "status": brief.status,
+            "decision": decision,
+            "payload_hash": revision.payload_hash,
+            **({"channels": [channel.slug for channel in channels]} if channels else {}),
+        },
     )
     if decision == Approval.Decision.APPROVED:
-        do_request_publication(revision)
+        ApprovalChannel.objects.bulk_create([ApprovalChannel(approval=approval, channel=c) for c in channels])
+        for channel in channels:
+            do_request_publication(revision, channel=channel.slug)
     do_notify_decided(revision, decision=decision, acting_user=acting_user)
     return approval
+
+
+def check_also_publish(public_id: str, *, revision_number: Any, channel: Any, acting_user: AnyUser) -> bool:
+    """An approver's explicit "also publish to X": approved revision `revision_number` goes to channel
+    `channel` (a slug) too, which its approval did not name (a channel added or enabled since). Writes
+    the channel into the approval's set (ApprovalChannel, `added_by` the approver) and the publish intent
+    for that one channel, audited, in one transaction (docs/invariants.md#i14). Returns whether it was
+    added (False: the channel already holds it). Raises InvalidInput, NotFound, PermissionRefused,
+    SelfApproval, DecisionAlreadyMade."""
+    acting_user = require_role(acting_user, Role.APPROVER, to="add a channel to an approval")
+    number = clean_number(
+        revision_number, minimum=1, message="The revision number is missing or not a number; reload the page."
+    )
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    revision = get_revision(brief, number)
+    approval = get_valid_approval(revision)
+    if approval is None:
+        raise InvalidInput(f"Revision {revision.number} is not approved: approve it first, then choose its channels.")
+    if revision.author_id == acting_user.pk:
+        raise SelfApproval(
+            f"You wrote revision {revision.number}, so you cannot send it anywhere; another approver must."
+        )
+    if not isinstance(channel, str) or not channel:
+        raise InvalidInput("Choose the channel to publish to.")
+    (target,) = check_channel_set(brief, [channel])
+    if ApprovalChannel.objects.filter(approval__revision=revision, channel=target).exists():
+        return False
+    newer = get_newer_sent_number(brief, revision.number, channel=target.slug)
+    if newer is not None:
+        raise DecisionAlreadyMade(
+            f"Revision {newer} is newer and already on its way to {target.name}: revision {revision.number} "
+            "would replace nothing there. Publish the newest approved revision instead."
+        )
+    do_also_publish(revision, approval=approval, channel=target, acting_user=acting_user)
+    return True
+
+
+@transaction.atomic(savepoint=False)
+def do_also_publish(revision: Revision, *, approval: Approval, channel: Channel, acting_user: User) -> None:
+    """Caller holds the brief's row lock and has checked the approval, the approver and the channel."""
+    before = list(ApprovalChannel.objects.filter(approval__revision=revision).values_list("channel__slug", flat=True))
+    ApprovalChannel.objects.create(approval=approval, channel=channel, added_by=acting_user)
+    enqueued = do_request_publication(revision, channel=channel.slug)
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="revision.channel_added",
+        subject_type="revision",
+        subject_id=revision_subject_id(revision.brief.public_id, revision.number),
+        old_state={"channels": before},
+        new_state={
+            "channels": [*before, channel.slug],
+            "added": channel.slug,
+            "payload_hash": revision.payload_hash,
+            "operation": enqueued.operation.key,
+        },
+    )
 
 
 # --- Review workflow: assignment and comment threads ----------------------------------------------------

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Router, Schema
 
-from approvals.actions import COMMENT_MAX_CHARS, check_decide_revision
+from approvals.actions import COMMENT_MAX_CHARS, check_also_publish, check_decide_revision
 from approvals.models import Decision
 from publishing.api.briefs import BriefId, RevisionNumber
 from publishing.api.common import (
@@ -23,10 +24,26 @@ from publishing.api.common import (
 router = Router(tags=["decisions"])
 
 
+CHANNEL_SLUG = r"^[a-z0-9][a-z0-9-]*$"
+
+
 class DecisionIn(BodyIn):
     decision: Decision
     payload_hash: str = Field(description="The payload hash of the revision you reviewed.", pattern=PAYLOAD_HASH)
     comment: str = Field("", max_length=COMMENT_MAX_CHARS, pattern=NO_NUL)
+    channels: list[Annotated[str, Field(max_length=50, pattern=CHANNEL_SLUG)]] | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="An approval's channel slugs (GET /channels); omitted: the brief's channels. The approval "
+        "freezes them: a channel added later receives this revision only through POST …/channels.",
+    )
+
+
+class ChannelIn(BodyIn):
+    channel: str = Field(
+        description="The slug of the channel to publish to as well.", max_length=50, pattern=CHANNEL_SLUG
+    )
 
 
 class DecisionOut(Schema):
@@ -37,6 +54,14 @@ class DecisionOut(Schema):
     approver: str
     comment: str
     created_at: datetime
+    channels: list[str] = Field(description="The channels the approval publishes to (empty for a request for changes).")
+
+
+class ChannelAddedOut(Schema):
+    brief_id: str
+    revision: int
+    channel: str
+    added: bool = Field(description="False when the channel already had the revision: nothing was written.")
 
 
 @router.post(
@@ -66,6 +91,7 @@ def decide_revision(
             payload_hash=data.payload_hash,
             decision=data.decision,
             comment=data.comment,
+            channels=data.channels,
             acting_user=user,
         )
         out = DecisionOut(
@@ -76,7 +102,33 @@ def decide_revision(
             approver=approval.approver.get_username(),
             comment=approval.comment,
             created_at=approval.created_at,
+            channels=list(approval.channel_rows.values_list("channel__slug", flat=True)),
         )
         return (201 if created else 200), out
+
+    return idempotent_post(request, idempotency_key, write)
+
+
+@router.post(
+    "/briefs/{brief_id}/revisions/{number}/channels",
+    response={201: ChannelAddedOut, 200: ChannelAddedOut, **WRITE_PROBLEMS},
+    summary="Also publish an approved revision to a channel",
+)
+def also_publish(
+    request: HttpRequest,
+    brief_id: BriefId,
+    number: RevisionNumber,
+    data: ChannelIn,
+    idempotency_key: str = idempotency_key_header(),
+) -> HttpResponse:
+    """Send approved revision `number` to `channel` too (Approvers): a channel its approval did not name,
+    added or enabled since. Audited; the channel gets exactly one publication of it. 201 when added,
+    200 when the channel already had it; 400 for an unknown or disabled channel or an unapproved
+    revision; 403 for your own revision; 409 when a newer revision is on its way to that channel."""
+
+    def write(user: User) -> tuple[int, ChannelAddedOut]:
+        added = check_also_publish(brief_id, revision_number=number, channel=data.channel, acting_user=user)
+        out = ChannelAddedOut(brief_id=brief_id, revision=number, channel=data.channel, added=added)
+        return (201 if added else 200), out
 
     return idempotent_post(request, idempotency_key, write)

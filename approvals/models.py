@@ -6,7 +6,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from publishing.models import Brief, Revision
+from publishing.models import Brief, Channel, Revision
 
 
 class Decision(models.TextChoices):
@@ -40,6 +40,32 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_decision_display()} {self.revision} by {self.approver}"
+
+
+class ApprovalChannel(models.Model):
+    """A channel an approval sends its revision to: the set frozen when it was given (`added_by` empty),
+    or one an approver added later with "also publish to" (`added_by` names them). No channel receives
+    a revision without one of these rows (docs/invariants.md#i14): the publish's checks look for it.
+    Append-only (trigger in migration 0005)."""
+
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="channel_rows")
+    channel = models.ForeignKey(Channel, on_delete=models.PROTECT, related_name="+")
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Who added the channel after the approval; empty for the approval's own set.",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["approval_id", "id"]
+        constraints = [models.UniqueConstraint(fields=["approval", "channel"], name="approval_channel_once")]
+
+    def __str__(self) -> str:
+        return f"{self.approval_id} → {self.channel_id}"
 
 
 class Assignment(models.Model):

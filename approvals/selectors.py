@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, User
 from django.db.models import Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from psycopg.rows import dict_row
 
-from approvals.models import Approval, Assignment, Comment, Notification
+from approvals.models import Approval, ApprovalChannel, Assignment, Comment, Notification
 from approvals.sql import VALID_APPROVAL_SQL
 from publishing.models import Brief, Revision, current_headline
 from publishing.roles import Role
@@ -31,6 +31,16 @@ def get_valid_approval(revision: Revision) -> Approval | None:
 
 
 # --- Assignment and the inbox ------------------------------------------------------------------------
+
+
+def list_approval_channels(revision: Revision) -> list[ApprovalChannel]:
+    """The channels the revision's approval sends it to, with who added each one afterwards (empty
+    `added_by`: the approval's own set), in the order they were added. One query."""
+    return list(
+        ApprovalChannel.objects.filter(approval__revision=revision)
+        .select_related("channel", "added_by")
+        .order_by("created_at", "id")
+    )
 
 
 def list_assignable_approvers() -> QuerySet[User]:

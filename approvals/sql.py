@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 
-from approvals.models import Approval, Notification
-from publishing.models import Revision
+from approvals.models import Approval, ApprovalChannel, Notification
+from publishing.models import Channel, Revision
 from publishing.sql import columns
 from workers.sql import sql_literal
 
 _APPROVAL = Approval._meta.db_table
+_APPROVAL_CHANNEL = ApprovalChannel._meta.db_table
+_CHANNEL = Channel._meta.db_table
 _REVISION = Revision._meta.db_table
 _USER = User._meta.db_table
 _NOTIFICATION = Notification._meta.db_table
@@ -31,9 +33,14 @@ def valid_approval_of(revision: str, *, approval: str = "a") -> str:
     )
 
 
-def valid_approval_exists(revision: str) -> str:
-    """Whether revision row `revision` has a valid approval, as a boolean SQL expression."""
-    return f"EXISTS (SELECT 1 FROM {_APPROVAL} a WHERE {valid_approval_of(revision)})"  # noqa: S608 -- the model's table
+def valid_approval_for_channel(revision: str, *, channel: str) -> str:
+    """Whether revision row `revision` has a valid approval whose channel set holds the channel of slug
+    `channel` (an SQL expression): frozen by the approval, or added to it by an approver's "also publish
+    to" (docs/invariants.md#i14). A boolean SQL expression."""
+    return f"""EXISTS (SELECT 1 FROM {_APPROVAL} a
+        JOIN {_APPROVAL_CHANNEL} ac ON ac.approval_id = a.id
+        JOIN {_CHANNEL} ch ON ch.id = ac.channel_id
+        WHERE {valid_approval_of(revision)} AND ch.slug = {channel})"""  # noqa: S608 -- the models' tables
 
 
 # The revision %(revision_id)s's valid approval, the first one given (docs/invariants.md#i3): the one that wrote

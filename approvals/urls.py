@@ -7,6 +7,7 @@ from approvals import views
 app_name = "approvals"
 urlpatterns = [
     path("briefs/<str:public_id>/revisions/<int:number>/decision/", views.decide, name="decide"),
+    path("briefs/<str:public_id>/revisions/<int:number>/channels/", views.also_publish, name="also_publish"),
     path("briefs/<str:public_id>/assign/", views.assign, name="assign"),
     path("briefs/<str:public_id>/revisions/<int:number>/comments/", views.comment, name="comment"),
     path("briefs/<str:public_id>/revisions/<int:number>/comments/resolve/", views.resolve, name="resolve"),

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.actions import (
+    check_also_publish,
     check_assign_brief,
     check_decide_revision,
     check_post_comment,
@@ -88,6 +89,9 @@ def decide(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
                 payload_hash=form.cleaned_data["payload_hash"],
                 decision=request.POST.get("decision", ""),
                 comment=request.POST.get("comment", ""),
+                # A form that offered channels sends the ticked ones (none ticked is refused); one that
+                # did not (a single channel) leaves them to the brief.
+                channels=request.POST.getlist("channels") if request.POST.get("channels_offered") else None,
                 acting_user=request.user,
             )
     except GalleyError as exc:
@@ -99,6 +103,24 @@ def decide(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
     else:
         messages.info(request, f"You had already recorded “{label}” on revision {approval.revision.number}.")
     return redirect(approval.revision)
+
+
+@require_POST
+def also_publish(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    """Send approved revision `number` to one more channel ("also publish to"), audited."""
+    try:
+        with transaction.atomic(durable=True):
+            added = check_also_publish(
+                public_id, revision_number=number, channel=request.POST.get("channel", ""), acting_user=request.user
+            )
+    except GalleyError as exc:
+        return _refused(request, exc, title="Not added")
+    channel = request.POST.get("channel", "")
+    if added:
+        messages.success(request, f"Revision {number} will be published to {channel} too.")
+    else:
+        messages.info(request, f"Revision {number} was already going to {channel}.")
+    return redirect("publishing:revision", public_id, number)
 
 
 INBOX_PAGE_SIZE = 50

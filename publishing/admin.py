@@ -139,8 +139,8 @@ class PublicationProblemAdmin(ReadOnlyAdmin):
     end it (publishing.actions.resolutions); each is a POST to `resolve/`, audited and idempotent.
     """
 
-    list_display = ["key", "kind", "problem", "status", "attempts", "updated_at"]
-    list_filter = [ProblemState, "status", "kind"]
+    list_display = ["key", "kind", "channel", "problem", "status", "attempts", "updated_at"]
+    list_filter = [ProblemState, "status", "kind", "channel"]
     search_fields = ["key", "subject_id"]
     ordering = ["-updated_at", "-id"]
     change_form_template = "admin/publishing/publicationproblem/change_form.html"

@@ -87,23 +87,26 @@ WHERE p.operation_key = %(key)s
 
 
 def publish_checks_sql(*, valid_approval: str) -> str:
-    """What a publish checks before it sends revision %(number)s of brief %(public_id)s, in one
-    statement (one snapshot) instead of four ORM queries: the revision (its columns prefixed
-    "revision__"), whether it is approved — `valid_approval`, approvals' fragment over the revision
-    alias `r` (docs/invariants.md#i3) — and the newer revisions of the brief that are published or whose publish
-    has made an attempt (may be at the target), which it must not regress below (docs/invariants.md#i4)."""
+    """What a publish checks before it sends revision %(number)s of brief %(public_id)s to channel
+    %(channel)s, in one statement (one snapshot) instead of four ORM queries: the revision (its columns
+    prefixed "revision__"), whether it is approved for that channel — `valid_approval`, approvals'
+    fragment over the revision alias `r` (docs/invariants.md#i3, #i14) — and the newer revisions of the
+    brief that are published on that channel or whose publish to it has made an attempt (may be there),
+    which it must not regress below (docs/invariants.md#i4: per channel; another channel's progress
+    is its own)."""
     return f"""
 SELECT {columns(Revision, "r", prefix="revision__")},
        {valid_approval} AS approved,
        (SELECT newer.number
         FROM {_PUBLICATION} p
         JOIN {_REVISION} newer ON newer.id = p.revision_id
-        WHERE p.brief_id = r.brief_id AND newer.number > r.number
+        JOIN {_CHANNEL} ch ON ch.id = p.channel_id
+        WHERE p.brief_id = r.brief_id AND newer.number > r.number AND ch.slug = %(channel)s
         LIMIT 1) AS newer_published,
        (SELECT o.subject_version
         FROM {_OPERATION} o
         WHERE {brief_versions("o", public_id="b.public_id", versions="> r.number")}
-          AND o.kind = %(publish)s AND o.attempts > 0
+          AND o.kind = %(publish)s AND o.channel = %(channel)s AND o.attempts > 0
         LIMIT 1) AS newer_attempted
 FROM {_REVISION} r
 JOIN {_BRIEF} b ON b.id = r.brief_id
@@ -159,7 +162,7 @@ SELECT brief.id, %(revision_id)s, channel.id, %(key)s, %(payload_hash)s, %(exter
 FROM brief, {_CHANNEL} channel
 WHERE channel.slug = %(channel)s
 ON CONFLICT (operation_key) DO NOTHING
-RETURNING id
+RETURNING id, channel_id
 """  # noqa: S608 -- table names from the models; every value is a parameter
 
 # The verification's finalize locks the brief in a statement of its own (first:
@@ -173,17 +176,21 @@ FOR NO KEY UPDATE
 """  # noqa: S608 -- the table name from the model; every value is a parameter
 
 # Then its writes in one statement: mark the publication observed (docs/invariants.md#i10), advance the brief's
-# published revision (never backwards: docs/invariants.md#i4) and move it to "published" when this is its
-# latest revision (whether its status may go there is BRIEF_TRANSITIONS' to say: the caller checks it,
-# and rolls all of this back if not). It returns the brief's new status (None when it did not
-# advance), its latest revision number, the brief's stuck publications of older revisions (publish or
-# verify operations in resolutions.OPEN), which this one replaces, and the older publishes that ended
-# without a Publication although their worker had recorded the target's receipt (`result`: applied
-# there), dead, in conflict or cancelled by an operator.
+# published revision — the highest verified on any channel — (never backwards: docs/invariants.md#i4) and move
+# it to "published" when this is its latest revision (whether its status may go there is BRIEF_TRANSITIONS'
+# to say: the caller checks it, and rolls all of this back if not). It returns the brief's new status (None
+# when it did not advance), its latest revision number, whether this is the publication's first
+# observation (a second run of the finalize records nothing again), whether a newer revision is verified on this
+# publication's channel already (then this observation changes nothing there), the brief's stuck
+# publications of older revisions on this channel (publish or verify operations in resolutions.OPEN), which
+# this one replaces, and the older publishes to this channel that ended without a Publication although
+# their worker had recorded the channel's receipt (`result`: applied there), dead, in conflict or cancelled
+# by an operator. Another channel's operations are never touched (docs/invariants.md#i14).
 RECORD_VERIFICATION_SQL = f"""
 WITH verified AS (
     UPDATE {_PUBLICATION} SET verified_at = %(now)s
     WHERE id = %(publication_id)s AND verified_at IS NULL
+    RETURNING id
 ),
 latest AS (
     SELECT max(number) AS number FROM {_REVISION} WHERE brief_id = %(brief_id)s
@@ -204,12 +211,18 @@ advanced AS (
 )
 SELECT (SELECT status FROM advanced) AS new_status,
        (SELECT number FROM latest) AS latest,
+       EXISTS (SELECT 1 FROM verified) AS first_observation,
+       EXISTS (SELECT 1 FROM {_PUBLICATION} p JOIN {_REVISION} r ON r.id = p.revision_id
+               WHERE p.brief_id = %(brief_id)s AND p.channel_id = %(channel_id)s
+                 AND p.verified_at IS NOT NULL AND r.number > %(number)s) AS newer_on_channel,
        ARRAY(SELECT o.id FROM {_OPERATION} o
              WHERE {brief_versions("o", public_id="%(public_id)s", versions="< %(number)s")}
+               AND o.channel = %(channel)s
                AND o.kind = ANY(%(kinds)s::text[]) AND o.status = ANY(%(open)s::text[])
              ORDER BY o.id) AS replaced,
        ARRAY(SELECT o.id FROM {_OPERATION} o
              WHERE {brief_versions("o", public_id="%(public_id)s", versions="< %(number)s")}
+               AND o.channel = %(channel)s
                AND o.kind = %(publish)s AND o.status = ANY(%(ended)s::text[]) AND o.result ? 'external_id'
                AND NOT EXISTS (SELECT 1 FROM {_PUBLICATION} p WHERE p.operation_key = o.key)
              ORDER BY o.id) AS unrecorded

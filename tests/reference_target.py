@@ -37,3 +37,30 @@ def start_target(tmp_path: Path, settings) -> Iterator[Callable[..., ReferenceTa
 @pytest.fixture
 def target(start_target) -> ReferenceTarget:
     return start_target()
+
+
+@pytest.fixture
+def add_channel(tmp_path: Path) -> Iterator[Callable[..., ReferenceTarget]]:
+    """add_channel(slug, faults=None, **fields): a reference target of its own, served from a thread, and the
+    channel `slug` speaking to it (credentials sealed as an operator's would be); returns the target."""
+    from publishing.credentials import seal
+    from publishing.models import Channel
+
+    started: list[ReferenceTarget] = []
+
+    def add(slug: str, faults: Faults | None = None, **fields: object) -> ReferenceTarget:
+        db_path = tmp_path / f"channel-{slug}.sqlite3"
+        target = ReferenceTarget(db_path=db_path, token=TOKEN, faults=faults, port=0).start()
+        started.append(target)
+        Channel.objects.create(
+            slug=slug,
+            name=slug.replace("-", " ").title(),
+            base_url=target.url,
+            secret_sealed=seal(TOKEN),
+            **({"is_default": True} | fields),
+        )
+        return target
+
+    yield add
+    for target in started:
+        target.stop()

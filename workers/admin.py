@@ -100,6 +100,7 @@ class OperationAdmin(ReadOnlyAdmin):
     list_display = [
         "key",
         "kind",
+        "channel",
         "status",
         "attempts",
         "waits",
@@ -111,7 +112,7 @@ class OperationAdmin(ReadOnlyAdmin):
         "last_error_kind",
         "updated_at",
     ]
-    list_filter = ["status", "kind", NeedsOperatorFilter, "last_error_kind"]
+    list_filter = ["status", "kind", "channel", NeedsOperatorFilter, "last_error_kind"]
     search_fields = ["key", "subject_id"]
     date_hierarchy = "created_at"
     inlines = [AttemptInline]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from publishing.errors import InvalidInput
 from publishing.identities import PRIMARY_CHANNEL
-from publishing.models import Channel
+from publishing.models import Brief, Channel
+from publishing.selectors.channel_sets import get_channel_set
 
 
 def ensure_primary_channel(*, using: str = "default") -> Channel:
@@ -13,3 +15,25 @@ def ensure_primary_channel(*, using: str = "default") -> Channel:
         defaults={"name": "Website", "from_settings": True, "is_default": True, "enabled": True},
     )
     return channel
+
+
+def check_channel_set(brief: Brief, requested: object) -> list[Channel]:
+    """The channels an approval of `brief` freezes: `requested` (a list of slugs) when given, else the
+    brief's set (get_channel_set). Raises InvalidInput naming what is wrong: not a list of slugs, an
+    unknown or disabled channel, or none at all."""
+    if requested is None:
+        return get_channel_set(brief)
+    if not isinstance(requested, list | tuple) or not all(isinstance(slug, str) for slug in requested):
+        raise InvalidInput('Channels must be a list of channel slugs, e.g. ["web", "partner-feed"].')
+    slugs = list(dict.fromkeys(requested))
+    if not slugs:
+        raise InvalidInput("Choose at least one channel to publish to.")
+    found = {channel.slug: channel for channel in Channel.objects.filter(slug__in=slugs)}
+    unknown = [slug for slug in slugs if slug not in found]
+    if unknown:
+        raise InvalidInput(f"No channel is called {', '.join(map(repr, unknown))}; choose among the configured ones.")
+    disabled = [slug for slug in slugs if not found[slug].enabled]
+    if disabled:
+        names = ", ".join(map(repr, disabled))
+        raise InvalidInput(f"Channel {names} is disabled; an operator enables it in the admin.")
+    return [found[slug] for slug in sorted(slugs, key=lambda slug: (slug != PRIMARY_CHANNEL, slug))]

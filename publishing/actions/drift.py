@@ -10,7 +10,6 @@ from django.db import connection, transaction
 
 from publishing.identities import (
     DRIFT_CHECK,
-    PRIMARY_CHANNEL,
     VERIFY,
     drift_check_key,
     publish_key,
@@ -40,9 +39,9 @@ def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
     enqueued = 0
     for due in list_due_drift_checks(limit=limit, interval=interval):
         enqueued += enqueue_operation(
-            key=drift_check_key(due.public_id, due.number, round_id),
+            key=drift_check_key(due.public_id, due.number, round_id, due.channel),
             kind=DRIFT_CHECK,
-            channel=PRIMARY_CHANNEL,
+            channel=due.channel,
             payload_hash=due.payload_hash,
             subject_type="brief",
             subject_id=due.public_id,
@@ -54,21 +53,27 @@ def do_enqueue_drift_checks(*, limit: int, interval: datetime.timedelta) -> int:
 
 @transaction.atomic(savepoint=False)
 def do_record_republication(
-    revision: Revision, *, republish_operation_id: int, republish_key: str, conflict_id: int, external_id: str
+    revision: Revision,
+    *,
+    channel: str,
+    republish_operation_id: int,
+    republish_key: str,
+    conflict_id: int,
+    external_id: str,
 ) -> None:
     """The republish's finalize (in its fenced transaction, docs/invariants.md#i5): its verification intent, which
     reads the revision's publication back and observes the post showing it again, and the audit record.
     Idempotent: the verification is keyed by the republish. No new publication: the revision has one."""
     public_id = revision.brief.public_id
     enqueued = enqueue_operation(
-        key=republish_verify_key(public_id, revision.number, conflict_id),
+        key=republish_verify_key(public_id, revision.number, conflict_id, channel),
         kind=VERIFY,
-        channel=PRIMARY_CHANNEL,
+        channel=channel,
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,
         subject_version=revision.number,
-        arguments={"revision": revision.number, "publish_key": publish_key(public_id, revision.number)},
+        arguments={"revision": revision.number, "publish_key": publish_key(public_id, revision.number, channel)},
         after=[(republish_operation_id, Dependency.Requires.SUCCESS)],
     )
     if enqueued.created:

@@ -12,7 +12,6 @@ from publishing.actions.resolutions import OPEN, do_close_replaced_problems
 from publishing.actions.revisions import check_brief_transition
 from publishing.announcements import announce_published
 from publishing.identities import (
-    PRIMARY_CHANNEL,
     PUBLICATION_KINDS,
     PUBLISH,
     VERIFY,
@@ -35,22 +34,24 @@ from workers.prepared import execute_prepared, the_row
 
 
 @transaction.atomic(savepoint=False)
-def do_request_publication(revision: Revision) -> Enqueued:
-    """Record the intent to publish `revision`, in the approval's transaction (docs/invariants.md#i5).
+def do_request_publication(revision: Revision, *, channel: str) -> Enqueued:
+    """Record the intent to publish `revision` on `channel`, in the transaction of the approval (or
+    the "also publish to") that holds the channel (docs/invariants.md#i5, #i14).
 
-    Idempotent: a second approval of the same revision returns the same operation. Per brief,
-    publishes never regress (docs/invariants.md#i4): an older publish that has not been claimed yet is
-    superseded; one that may already be in flight becomes a prerequisite (completion edge),
-    so this one is claimed only after it finished either way.
+    Idempotent: a second approval of the same revision returns the same operation. Per brief and
+    channel, publishes never regress (docs/invariants.md#i4): an older publish to the channel that has
+    not been claimed yet is superseded; one that may already be in flight becomes a prerequisite
+    (completion edge), so this one is claimed only after it finished either way. Another channel's
+    publishes are never touched: one channel's state never holds up another's.
 
     Caller holds the brief's row lock, taken before any operation row (docs/architecture.md#lock-order);
     older operations are touched in id order.
     """
     public_id = revision.brief.public_id
     enqueued = enqueue_operation(
-        key=publish_key(public_id, revision.number),
+        key=publish_key(public_id, revision.number, channel),
         kind=PUBLISH,
-        channel=PRIMARY_CHANNEL,
+        channel=channel,
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,
@@ -62,7 +63,7 @@ def do_request_publication(revision: Revision) -> Enqueued:
     older = (
         Operation.objects.unfinished()
         .for_subject("brief", public_id)
-        .filter(kind=PUBLISH, subject_version__lt=revision.number)
+        .filter(kind=PUBLISH, channel=channel, subject_version__lt=revision.number)
         .order_by("id")
     )
     for operation in older:
@@ -74,15 +75,15 @@ def do_request_publication(revision: Revision) -> Enqueued:
 
 @transaction.atomic(savepoint=False)
 def do_record_publication(
-    revision: Revision, *, publish_operation_id: int, external_id: str, permalink: str
+    revision: Revision, *, channel: str, publish_operation_id: int, external_id: str, permalink: str
 ) -> Publication:
-    """The publication and its verification intent, in the publish operation's finalize
+    """The publication on `channel` and its verification intent, in the publish operation's finalize
     transaction (docs/invariants.md#i5). Idempotent: the publication is keyed by the operation key.
 
     Locks the brief first (docs/architecture.md#lock-order), before the fenced update locks the operation.
     """
     public_id = revision.brief.public_id
-    key = publish_key(public_id, revision.number)
+    key = publish_key(public_id, revision.number, channel)
     now = timezone.now()
     params = {
         "brief_id": revision.brief_id,
@@ -92,7 +93,7 @@ def do_record_publication(
         "external_id": external_id,
         "permalink": permalink,
         "now": now,
-        "channel": PRIMARY_CHANNEL,
+        "channel": channel,
     }
     with execute_prepared(RECORD_PUBLICATION_SQL, params, row_factory=dict_row) as cursor:
         inserted = cursor.fetchone()
@@ -104,6 +105,7 @@ def do_record_publication(
             id=inserted["id"],
             brief_id=revision.brief_id,
             revision=revision,
+            channel_id=inserted["channel_id"],
             operation_key=key,
             payload_hash=revision.payload_hash,
             external_id=external_id,
@@ -113,9 +115,9 @@ def do_record_publication(
         publication._state.adding = False
     publication.revision = revision
     enqueue_operation(
-        key=verify_key(public_id, revision.number),
+        key=verify_key(public_id, revision.number, channel),
         kind=VERIFY,
-        channel=PRIMARY_CHANNEL,
+        channel=channel,
         payload_hash=revision.payload_hash,
         subject_type="brief",
         subject_id=public_id,
@@ -181,13 +183,15 @@ def _record_replaced_applications(operation_ids: list[int], *, brief_id: int, pu
 
 @transaction.atomic(savepoint=False)
 def do_record_verification(publication: Publication) -> None:
-    """Record the observation (docs/invariants.md#i10) and advance the brief's published revision, never
-    backwards (docs/invariants.md#i4); the brief shows "published" when this is its latest revision.
+    """Record the observation on the publication's channel (docs/invariants.md#i10) and advance the brief's
+    published revision, the highest verified on any channel, never backwards (docs/invariants.md#i4); the
+    brief shows "published" when this is its latest revision (each channel's receipt says where it is).
 
     In the verify operation's finalize: locks the brief first, then the publication, then any
     operation rows; the fenced update locks the verify operation last (docs/architecture.md#lock-order).
     """
     number = publication.revision.number
+    channel = Channel.objects.only("slug").get(id=publication.channel_id).slug
     with execute_prepared(LOCK_BRIEF_SQL, {"brief_id": publication.brief_id}, row_factory=dict_row) as cursor:
         locked = from_row(Brief, the_row(cursor))
     public_id, status, published_before = locked.public_id, locked.status, locked.published_revision_number
@@ -196,6 +200,8 @@ def do_record_verification(publication: Publication) -> None:
         "publication_id": publication.id,
         "public_id": public_id,
         "number": number,
+        "channel": channel,
+        "channel_id": publication.channel_id,
         "now": timezone.now(),
         "published": Brief.Status.PUBLISHED,
         "kinds": list(PUBLICATION_KINDS),
@@ -206,9 +212,9 @@ def do_record_verification(publication: Publication) -> None:
     with execute_prepared(RECORD_VERIFICATION_SQL, params, row_factory=dict_row) as cursor:
         outcome = the_row(cursor)
     new_status, latest = outcome["new_status"], outcome["latest"]
-    if new_status is None:  # a newer revision is published already: nothing advances
-        return
-    if latest == number and status != Brief.Status.PUBLISHED:
+    if not outcome["first_observation"] or outcome["newer_on_channel"]:
+        return  # observed before, or a newer revision is verified on this channel already: nothing advances
+    if new_status is not None and latest == number and status != Brief.Status.PUBLISHED:
         check_brief_transition(public_id, status, Brief.Status.PUBLISHED)  # raises: the finalize rolls back
     _record_replaced_applications(outcome["unrecorded"], brief_id=publication.brief_id, published_number=number)
     do_close_replaced_problems(outcome["replaced"], published_number=number)
@@ -218,8 +224,16 @@ def do_record_verification(publication: Publication) -> None:
         subject_type="brief",
         subject_id=public_id,
         old_state={"published_revision": published_before, "status": status},
-        new_state={"published_revision": number, "status": new_status, "permalink": publication.permalink},
+        new_state={
+            "published_revision": max(number, published_before or 0),
+            "status": new_status or status,
+            "channel": channel,
+            "revision": number,
+            "permalink": publication.permalink,
+        },
     )
+    if new_status is None:  # the brief was already published at this revision (another channel) or newer
+        return
     # The brief as it is now, from the locked row; the columns not read load if ever read.
     locked.status, locked.published_revision_number = new_status, number
     announce_published(locked, revision_number=number, permalink=publication.permalink)

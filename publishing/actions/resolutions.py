@@ -23,7 +23,6 @@ from publishing.errors import InvalidInput
 from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import (
     DRIFT_CHECK,
-    PRIMARY_CHANNEL,
     PUBLICATION_KINDS,
     REPUBLISH,
     publish_key,
@@ -33,6 +32,7 @@ from publishing.identities import (
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.problems import PROBLEM_OPEN, DriftShown, get_publication_problem
+from publishing.selectors.publications import get_published_number
 from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.story import clean_story, html_paragraphs, render_story, story_fields
 from publishing.validation import clean_text
@@ -73,7 +73,7 @@ def check_adopt_target_revision(operation: Operation, *, acting_user: AnyUser) -
     if adoptable is not None:
         # Both operation rows, in id order (docs/architecture.md#lock-order), before the re-check under lock.
         publish_id = Operation.objects.values_list("id", flat=True).get(
-            key=publish_key(operation.subject_id, adoptable.number)
+            key=publish_key(operation.subject_id, adoptable.number, operation.channel)
         )
         for operation_id in sorted({operation.id, publish_id}):
             Operation.objects.select_for_update(of=("self",)).get(id=operation_id)
@@ -84,7 +84,7 @@ def check_adopt_target_revision(operation: Operation, *, acting_user: AnyUser) -
     if problem.adoptable is None:
         return Outcome(False, problem.adopt_refusal)
     number = problem.adoptable.number
-    publish = Operation.objects.get(key=publish_key(locked.subject_id, number))
+    publish = Operation.objects.get(key=publish_key(locked.subject_id, number, locked.channel))
     if publish.id == locked.id:
         do_retry_operation_now(locked, acting_user=user, reconcile=True)
     else:
@@ -264,15 +264,15 @@ def check_republish_approved(operation: Operation, *, acting_user: AnyUser) -> O
     locked, conflict = found
     problem = get_publication_problem(locked)
     number = problem.revision.number
-    published = problem.brief.published_revision_number
+    published = get_published_number(problem.brief, channel=locked.channel)
     if published is not None and published > number:
         return Outcome(False, f"Revision {published} is published since: revision {number} cannot come back.")
     if problem.approval is None:
         return Outcome(False, f"Revision {number} has no valid approval: it cannot be published again.")
     enqueued = enqueue_operation(
-        key=republish_key(locked.subject_id, number, conflict.id),
+        key=republish_key(locked.subject_id, number, conflict.id, locked.channel),
         kind=REPUBLISH,
-        channel=PRIMARY_CHANNEL,
+        channel=locked.channel,
         payload_hash=problem.revision.payload_hash,
         subject_type="brief",
         subject_id=locked.subject_id,

@@ -16,6 +16,7 @@ from typing import Any
 from publishing.actions.drift import do_record_republication
 from publishing.actions.publications import do_record_publication, do_record_verification
 from publishing.clients import target
+from publishing.clients.channels import client_for
 from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH, publish_key, revision_number
 from publishing.models import Publication, Revision
@@ -101,16 +102,16 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
     first and adopts what the target holds instead of sending again.
     """
     number = revision_number(claimed)
-    checks = get_publish_checks(claimed.subject_id, number)
+    checks = get_publish_checks(claimed.subject_id, number, channel=claimed.channel)
     revision = _approved_revision(claimed, checks)
-    client = target.shared_from_settings()
+    client = client_for(claimed.channel)
     if claimed.ambiguous:
         found = call_service(lambda: client.lookup(claimed.key))
         if found is not None:
             logger.info("adopting the target's existing publication", extra=claimed.log_extra())
             return _published(claimed, revision, _check_receipt(claimed, found), applied=False)
         # The lookup took a network round trip: what Galley itself did meanwhile is read again.
-        checks = get_publish_checks(claimed.subject_id, number)
+        checks = get_publish_checks(claimed.subject_id, number, channel=claimed.channel)
     _account_for_newer(checks)
     # Fence check immediately before the side effect: a worker that lost its lease stops here.
     renew_lease(claimed)
@@ -125,9 +126,9 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
             # there (a race with it); otherwise the target holds something Galley cannot account
             # for, and an operator decides. What it holds under Galley's key for that revision,
             # if anything, is recorded for the comparison.
-            _account_for_newer(get_publish_checks(claimed.subject_id, number))
+            _account_for_newer(get_publish_checks(claimed.subject_id, number, channel=claimed.channel))
             current = int((failure.target_state or {})["revision"])
-            held = call_service(lambda: client.lookup(publish_key(claimed.subject_id, current)))
+            held = call_service(lambda: client.lookup(publish_key(claimed.subject_id, current, claimed.channel)))
         else:
             raise
         raise OperationFailed(
@@ -146,6 +147,7 @@ def _published(claimed: ClaimedOperation, revision: Revision, receipt: target.Re
         result={"external_id": receipt.id, "permalink": receipt.permalink, "first_application": applied},
         finalize=lambda: do_record_publication(
             revision,
+            channel=claimed.channel,
             publish_operation_id=claimed.operation_id,
             external_id=receipt.id,
             permalink=receipt.permalink,
@@ -166,7 +168,7 @@ def _superseded_if_newer_shown(
     keeps one record or page per brief (WordPress: one post, one permalink) shows that one now, and it
     is verified on its own. Shown means its payload hash, a revision number at least its own, or (on
     the permalink page) its title."""
-    for newer in list_newer_sent_revisions(publication, public_id=claimed.subject_id):
+    for newer in list_newer_sent_revisions(publication, public_id=claimed.subject_id, channel=claimed.channel):
         if (
             newer.payload_hash == shown_hash
             or shown_revision >= newer.number
@@ -217,7 +219,7 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
     defines (docs/target-protocol.md) is used: no extra markup on the page. What the target shows of a
     newer revision Galley published ends the verification as superseded, never as a failure."""
     publication = get_publication(claimed.arguments["publish_key"])
-    client = target.shared_from_settings()
+    client = client_for(claimed.channel)
     receipt = call_service(lambda: client.read_back(publication.external_id))
     _observe(claimed, publication, receipt)
     page_text = call_service(lambda: client.fetch_permalink(receipt.permalink))
@@ -252,9 +254,9 @@ def handle_drift_check(claimed: ClaimedOperation) -> Success:
     still show it? A drift ends the operation in conflict, recorded with what the target shows, for an
     operator (docs/wordpress.md#drift). Over (superseded) once a newer revision is published."""
     number = revision_number(claimed)
-    _account_for_newer(get_publish_checks(claimed.subject_id, number))
-    publication = get_publication(publish_key(claimed.subject_id, number))
-    client = target.shared_from_settings()
+    _account_for_newer(get_publish_checks(claimed.subject_id, number, channel=claimed.channel))
+    publication = get_publication(publish_key(claimed.subject_id, number, claimed.channel))
+    client = client_for(claimed.channel)
     receipt = call_service(lambda: client.read_back(publication.external_id))
     _observe(claimed, publication, receipt, accepted_hash=str(claimed.arguments.get("accepted_hash", "")))
     return Success(result={"live_hash": receipt.live.hash if receipt.live is not None else None, "drift": False})
@@ -266,12 +268,14 @@ def handle_republish(claimed: ClaimedOperation) -> Success:
     publish: an approval of exactly N and its hash, nothing newer published or sent. An ambiguous
     attempt looks its key up first. Its verification then observes the post showing N again."""
     number = revision_number(claimed)
-    checks = get_publish_checks(claimed.subject_id, number)
+    checks = get_publish_checks(claimed.subject_id, number, channel=claimed.channel)
     revision = _approved_revision(claimed, checks)
-    client = target.shared_from_settings()
+    client = client_for(claimed.channel)
     receipt = call_service(lambda: client.lookup(claimed.key)) if claimed.ambiguous else None
     if receipt is None:
-        _account_for_newer(get_publish_checks(claimed.subject_id, number) if claimed.ambiguous else checks)
+        if claimed.ambiguous:
+            checks = get_publish_checks(claimed.subject_id, number, channel=claimed.channel)
+        _account_for_newer(checks)
         renew_lease(claimed)
         receipt, _applied = _send(client, claimed, revision, republish=True)
     receipt = _check_receipt(claimed, receipt)
@@ -279,6 +283,7 @@ def handle_republish(claimed: ClaimedOperation) -> Success:
         result={"external_id": receipt.id, "permalink": receipt.permalink},
         finalize=lambda: do_record_republication(
             revision,
+            channel=claimed.channel,
             republish_operation_id=claimed.operation_id,
             republish_key=claimed.key,
             conflict_id=int(claimed.arguments["conflict"]),

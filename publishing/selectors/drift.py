@@ -15,56 +15,74 @@ from workers.models import UNFINISHED_STATUSES, Conflict, Operation, OperationSt
 
 @dataclass(frozen=True)
 class DueDriftCheck:
-    """A published revision to check for drift, and what an operator accepted its target showing."""
+    """A published revision to check for drift on one channel, and what an operator accepted it showing."""
 
     public_id: str
     number: int
+    channel: str
     payload_hash: str
     accepted_hash: str  # "" when no drift of it was accepted
 
 
 def list_due_drift_checks(*, limit: int, interval: datetime.timedelta) -> list[DueDriftCheck]:
-    """At most `limit` briefs' published revisions to check for drift, those checked longest ago first
-    (never checked first), none checked within `interval` (database clock). A brief with a publication
-    operation under way or waiting for an operator is left out: its own verification, republish or check
-    speaks for it. Two queries whatever the limit."""
+    """At most `limit` published revisions to check for drift, each the newest verified on its channel,
+    those checked longest ago first (never checked first), none checked within `interval` (database
+    clock). A brief with a publication operation under way or waiting for an operator on that channel is
+    left out there: its own verification, republish or check speaks for it. Two queries whatever the
+    limit."""
     busy = Operation.objects.filter(
         subject_type="brief",
         subject_id=OuterRef("brief__public_id"),
+        channel=OuterRef("channel__slug"),
         kind__in=PUBLICATION_KINDS,
         status__in=(*UNFINISHED_STATUSES, OperationStatus.DEAD, OperationStatus.CONFLICT),
     )
+    newer_on_channel = Publication.objects.filter(
+        brief_id=OuterRef("brief_id"),
+        channel_id=OuterRef("channel_id"),
+        verified_at__isnull=False,
+        revision__number__gt=OuterRef("revision__number"),
+    )
     last_checked = (
-        Operation.objects.filter(subject_type="brief", subject_id=OuterRef("brief__public_id"), kind=DRIFT_CHECK)
+        Operation.objects.filter(
+            subject_type="brief",
+            subject_id=OuterRef("brief__public_id"),
+            channel=OuterRef("channel__slug"),
+            kind=DRIFT_CHECK,
+        )
         .order_by()
         .values("subject_id")
         .annotate(last=Max("created_at"))
         .values("last")
     )
     due = list(
-        Publication.objects.filter(verified_at__isnull=False, brief__published_revision_number=F("revision__number"))
+        Publication.objects.filter(verified_at__isnull=False)
+        .exclude(Exists(newer_on_channel))
         .exclude(Exists(busy))
         .annotate(last_checked=Subquery(last_checked))
         .filter(Q(last_checked__isnull=True) | Q(last_checked__lte=Now() - interval))
         .order_by(F("last_checked").asc(nulls_first=True), "id")
-        .values_list("brief__public_id", "revision__number", "payload_hash")[:limit]
+        .values_list("brief__public_id", "revision__number", "channel__slug", "payload_hash")[:limit]
     )
-    accepted: dict[tuple[str, int | None], str] = {}
+    accepted: dict[tuple[str, int | None, str], str] = {}
     drifts = (
         Conflict.objects.filter(
             kind=Conflict.Kind.DRIFT,
             operation__subject_type="brief",
-            operation__subject_id__in={public_id for public_id, _number, _digest in due},
+            operation__subject_id__in={public_id for public_id, _number, _channel, _digest in due},
         )
         .order_by("id")
-        .values_list("operation__subject_id", "operation__subject_version", "accepted_payload_hash")
+        .values_list(
+            "operation__subject_id", "operation__subject_version", "operation__channel", "accepted_payload_hash"
+        )
     )
-    # The latest drift of each revision says what is accepted: a republish after an acceptance ends it.
-    for public_id, number, digest in drifts:
-        accepted[(public_id, number)] = digest
+    # The latest drift of each revision on each channel says what is accepted: a republish after an
+    # acceptance ends it.
+    for public_id, number, channel, digest in drifts:
+        accepted[(public_id, number, channel)] = digest
     return [
-        DueDriftCheck(public_id, number, digest, accepted.get((public_id, number), ""))
-        for public_id, number, digest in due
+        DueDriftCheck(public_id, number, channel, digest, accepted.get((public_id, number, channel), ""))
+        for public_id, number, channel, digest in due
     ]
 
 

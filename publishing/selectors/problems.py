@@ -13,6 +13,7 @@ from publishing.approval import get_valid_approval
 from publishing.diffs import PayloadDiff, diff_payloads
 from publishing.identities import PUBLISH, publish_key, revision_number
 from publishing.models import Brief, Publication, Revision
+from publishing.selectors.publications import get_published_number
 from publishing.story import html_paragraphs, render_story
 from workers.models import AuditEvent, Conflict, Operation, OperationStatus
 
@@ -150,7 +151,7 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
         )
     publication = None
     if operation.status == OperationStatus.SUCCEEDED:
-        publication = Publication.objects.filter(revision=revision).first()
+        publication = Publication.objects.filter(revision=revision, channel__slug=operation.channel).first()
         if publication is not None:
             state = {
                 "revision": revision.number,
@@ -244,10 +245,12 @@ def _adoptable(operation: Operation, brief: Brief, held: HeldRevision | None) ->
         return None, "The target holds content that matches no revision of this brief: nothing to adopt."
     if held.approval is None:
         return None, f"The target holds revision {held.revision.number}, which nobody approved: it cannot be adopted."
-    published = brief.published_revision_number
+    published = get_published_number(brief, channel=operation.channel)
     if published is not None and held.revision.number < published:
         return None, f"The target holds revision {held.revision.number}, older than the published revision {published}."
-    publish = Operation.objects.filter(key=publish_key(brief.public_id, held.revision.number)).first()
+    publish = Operation.objects.filter(
+        key=publish_key(brief.public_id, held.revision.number, operation.channel)
+    ).first()
     if publish is None or publish.status in (OperationStatus.CANCELLED, OperationStatus.SUPERSEDED):
         return (
             None,

@@ -126,16 +126,43 @@ def get_publication(operation_key: str) -> Publication:
     return publication
 
 
-def list_newer_sent_revisions(publication: Publication, *, public_id: str) -> list[Revision]:
-    """The revisions of the publication's brief newer than its own that Galley has published (each has
-    a publication: the target applied it) or sent (its publish has made an attempt, and may just not be
-    recorded yet), newest first. A verification that finds the target showing one of them is over
-    (superseded), not failed. Two queries; only on a verification's failure path."""
+def list_newer_sent_revisions(publication: Publication, *, public_id: str, channel: str) -> list[Revision]:
+    """The revisions of the publication's brief newer than its own that Galley has published on
+    `channel` (each has a publication there: the channel applied it) or sent there (its publish has made
+    an attempt, and may just not be recorded yet), newest first. A verification that finds the channel
+    showing one of them is over (superseded), not failed. Two queries; only on a verification's failure
+    path."""
     sent = Operation.objects.filter(
-        subject_type="brief", subject_id=public_id, kind=PUBLISH, attempts__gt=0
+        subject_type="brief", subject_id=public_id, kind=PUBLISH, channel=channel, attempts__gt=0
     ).values_list("subject_version", flat=True)
     return list(
         Revision.objects.filter(brief_id=publication.brief_id, number__gt=publication.revision.number)
-        .filter(Q(publications__isnull=False) | Q(number__in=sent))
+        .filter(Q(publications__channel_id=publication.channel_id) | Q(number__in=sent))
+        .distinct()
         .order_by("-number")
+    )
+
+
+def get_published_number(brief: Brief, *, channel: str) -> int | None:
+    """The highest revision of `brief` verified on `channel` (docs/invariants.md#i4 holds per channel:
+    nothing older may replace it there); None before the first."""
+    return (
+        Publication.objects.filter(brief=brief, channel__slug=channel, verified_at__isnull=False)
+        .order_by("-revision__number")
+        .values_list("revision__number", flat=True)
+        .first()
+    )
+
+
+def get_newer_sent_number(brief: Brief, number: int, *, channel: str) -> int | None:
+    """The newest revision of `brief` above `number` whose publish to `channel` exists and has not been
+    superseded or cancelled (it is or was on its way there); None when there is none. What an "also
+    publish to" of revision `number` would regress below (docs/invariants.md#i4, per channel)."""
+    return (
+        Operation.objects.for_subject("brief", brief.public_id)
+        .filter(kind=PUBLISH, channel=channel, subject_version__gt=number)
+        .exclude(status__in=(OperationStatus.SUPERSEDED, OperationStatus.CANCELLED))
+        .order_by("-subject_version")
+        .values_list("subject_version", flat=True)
+        .first()
     )

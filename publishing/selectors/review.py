@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from approvals.models import Approval
-from approvals.selectors import get_valid_approval, list_decisions
+from approvals.models import Approval, ApprovalChannel
+from approvals.selectors import get_valid_approval, list_approval_channels, list_decisions
 from publishing.diffs import PayloadDiff
-from publishing.models import Brief, Revision
+from publishing.models import Brief, Channel, Revision
 from publishing.roles import AnyUser, Role, has_role
+from publishing.selectors.channel_sets import get_channel_set
 from publishing.selectors.publications import PublicationState, get_publication_state
 from publishing.selectors.revisions import (
     diff_revisions,
@@ -43,6 +44,13 @@ class RevisionPage:
     may_decide: bool
     may_restore: bool
     is_own_revision: bool
+    # The decision form's channel choices: every enabled channel, and the slugs ticked at first (the brief's).
+    channel_choices: list[Channel]
+    channels_ticked: set[str]
+    # The channels an approval sends this revision to (docs/invariants.md#i14), and the enabled ones an
+    # approver may still add to it ("also publish to").
+    approval_channels: list[ApprovalChannel]
+    addable_channels: list[Channel]
 
     def as_context(self) -> dict[str, Any]:
         """The fields as a template context (dataclasses.asdict would deep-copy the model instances)."""
@@ -63,6 +71,18 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
     # Decisions are final (approvals.actions), so a second one would only be refused: no form.
     own_decision = next((d for d in decisions if d.approver_id == viewer.pk), None)
     valid_approval = get_valid_approval(revision)
+    is_own_revision = revision.author_id == viewer.pk
+    may_decide = (
+        is_current
+        and own_decision is None
+        and valid_approval is None
+        and brief.published_revision_number != revision.number
+        and has_role(viewer, Role.APPROVER)
+    )
+    enabled = list(Channel.objects.filter(enabled=True)) if may_decide or valid_approval is not None else []
+    approval_channels = list_approval_channels(revision) if valid_approval is not None else []
+    sent_to = {row.channel_id for row in approval_channels}
+    may_add = valid_approval is not None and not is_own_revision and has_role(viewer, Role.APPROVER)
     return RevisionPage(
         brief=brief,
         revision=revision,
@@ -81,11 +101,11 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
         publication_state=get_publication_state(revision),
         # Once another approver approved it, a request for changes would be refused and another
         # approval adds nothing: the form is gone (a live page replaces it with a notice).
-        may_decide=is_current
-        and own_decision is None
-        and valid_approval is None
-        and brief.published_revision_number != revision.number
-        and has_role(viewer, Role.APPROVER),
+        may_decide=may_decide,
         may_restore=not is_current and has_role(viewer, Role.EDITOR),
-        is_own_revision=revision.author_id == viewer.pk,
+        is_own_revision=is_own_revision,
+        channel_choices=enabled if may_decide else [],
+        channels_ticked={channel.slug for channel in get_channel_set(brief)} if may_decide else set(),
+        approval_channels=approval_channels,
+        addable_channels=[channel for channel in enabled if channel.id not in sent_to] if may_add else [],
     )

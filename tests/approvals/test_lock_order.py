@@ -117,7 +117,11 @@ def save_revision(brief: Brief, *, base: int, body: str, by: Any) -> Callable[[]
 def record_publication(revision: Revision, operation_id: int) -> None:
     """The publish handler's finalize, after the target answered."""
     do_record_publication(
-        revision, publish_operation_id=operation_id, external_id="pub-1", permalink="https://target.example/pub-1"
+        revision,
+        channel="web",
+        publish_operation_id=operation_id,
+        external_id="pub-1",
+        permalink="https://target.example/pub-1",
     )
 
 

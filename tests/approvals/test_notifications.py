@@ -132,7 +132,11 @@ def test_publication_verified__author_and_approver_told_in_the_verify_finalize(e
 
     with transaction.atomic(durable=True):
         publication = publications.do_record_publication(
-            revision, publish_operation_id=publish.id, external_id="post-1", permalink="https://example.test/p/1"
+            revision,
+            channel="web",
+            publish_operation_id=publish.id,
+            external_id="post-1",
+            permalink="https://example.test/p/1",
         )
     assert notified(Event.PUBLISHED) == []
     with transaction.atomic(durable=True):

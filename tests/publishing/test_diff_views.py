@@ -27,6 +27,7 @@ def publish(revision: Revision, *, by) -> None:
     with transaction.atomic(durable=True):
         publication = do_record_publication(
             revision,
+            channel="web",
             publish_operation_id=operation.id,
             external_id="article-1",
             permalink="https://target.example/articles/1",

@@ -82,7 +82,7 @@ def publish_without_approval(revision: Revision) -> None:
     do, through the real enqueue action (the real key, the revision's own hash) under the brief's lock."""
     with transaction.atomic(durable=True):
         Brief.objects.select_for_update(no_key=True).get(pk=revision.brief_id)
-        assert do_request_publication(revision).created
+        assert do_request_publication(revision, channel="web").created
 
 
 def published_first(target: ReferenceTarget, brief: Brief, revise, approver, caplog) -> Revision:
@@ -166,7 +166,7 @@ def test_invariant_3__worker_and_decision_form_agree_on_which_revision_is_approv
     assert twin.payload_hash == first.payload_hash
 
     revisions = [first, second, third, fourth, twin]
-    worker = [get_publish_checks(r.brief.public_id, r.number).approved for r in revisions]
+    worker = [get_publish_checks(r.brief.public_id, r.number, channel="web").approved for r in revisions]
     form = [get_valid_approval(r) is not None for r in revisions]
 
     assert worker == form == [True, False, False, False, True]
