@@ -11,7 +11,7 @@ from approvals.selectors import get_valid_approval, list_approval_channels, list
 from publishing.diffs import PayloadDiff
 from publishing.models import Brief, Channel, Revision
 from publishing.roles import AnyUser, Role, has_role
-from publishing.selectors.channel_sets import get_channel_set
+from publishing.selectors.channel_sets import get_channel_options
 from publishing.selectors.publications import PublicationState, get_publication_state
 from publishing.selectors.revisions import (
     diff_revisions,
@@ -79,10 +79,10 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
         and brief.published_revision_number != revision.number
         and has_role(viewer, Role.APPROVER)
     )
-    enabled = list(Channel.objects.filter(enabled=True)) if may_decide or valid_approval is not None else []
+    may_add = valid_approval is not None and not is_own_revision and has_role(viewer, Role.APPROVER)
+    options = get_channel_options(brief) if may_decide or may_add else None
     approval_channels = list_approval_channels(revision) if valid_approval is not None else []
     sent_to = {row.channel_id for row in approval_channels}
-    may_add = valid_approval is not None and not is_own_revision and has_role(viewer, Role.APPROVER)
     return RevisionPage(
         brief=brief,
         revision=revision,
@@ -104,8 +104,8 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
         may_decide=may_decide,
         may_restore=not is_current and has_role(viewer, Role.EDITOR),
         is_own_revision=is_own_revision,
-        channel_choices=enabled if may_decide else [],
-        channels_ticked={channel.slug for channel in get_channel_set(brief)} if may_decide else set(),
+        channel_choices=options.enabled if options is not None and may_decide else [],
+        channels_ticked={channel.slug for channel in options.chosen} if options is not None and may_decide else set(),
         approval_channels=approval_channels,
-        addable_channels=[channel for channel in enabled if channel.id not in sent_to] if may_add else [],
+        addable_channels=[c for c in options.enabled if c.id not in sent_to] if options is not None and may_add else [],
     )

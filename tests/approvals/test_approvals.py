@@ -534,7 +534,7 @@ def test_audit__decisions__events_with_actor_and_old_new_status(brief, revise, a
             "revision.approved",
             approver,
             {"status": "changes_requested"},
-            {"status": "approved", "decision": "approved", "payload_hash": revision.payload_hash},
+            {"status": "approved", "decision": "approved", "payload_hash": revision.payload_hash, "channels": ["web"]},
         ),
     ]
     assert status_of(brief) == Brief.Status.APPROVED

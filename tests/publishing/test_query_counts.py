@@ -45,6 +45,8 @@ BRIEF_PAGE = 24
 # approval, the publication state (operations with attempts, publication), the nav's counts, the
 # comment threads.
 REVISION_PAGE = 14
+# An approver who may decide is offered the channels too (every enabled one and the brief's, one query).
+REVISION_PAGE_DECIDING = REVISION_PAGE + 1
 
 DASHBOARD_PATHS = [
     pytest.param("/", id="first-page"),
@@ -133,8 +135,10 @@ def test_query_count__revision_page__pinned_at_1_and_1000_briefs(
 ):
     brief = page_brief()
 
-    with django_assert_num_queries(REVISION_PAGE):
+    deciding = role == "approver" and number == 3  # the current revision, undecided
+    with django_assert_num_queries(REVISION_PAGE_DECIDING if deciding else REVISION_PAGE):
         response = clients[role].get(f"{brief.get_absolute_url()}revisions/{number}/")
 
     assert response.status_code == 200
     assert response.context["revision"].number == number
+    assert response.context["may_decide"] is deciding
