@@ -4,9 +4,9 @@ Two sources, one exposition:
 
 - what the database knows (operations by state and kind, attempts by outcome and failure kind, the
   approval → published latency histogram, the queue time histogram, AI tokens used, the queue's
-  oldest due age, expired leases, open conflicts) is read at scrape time by `DatabaseCollector`,
-  through the same selectors as the ops page: nothing is counted twice, and every web process
-  answers alike;
+  oldest due age, expired leases, open conflicts, each channel's rate-limit waits and pauses) is
+  read at scrape time by `DatabaseCollector`, through the same selectors as the ops page: nothing is
+  counted twice, and every web process answers alike;
 - what only a web process sees (requests by method, route name and status, and their latency) is
   counted by `RequestMetricsMiddleware` in that process. Under gunicorn each worker process has its
   own counts; with PROMETHEUS_MULTIPROC_DIR set, prometheus-client's multiprocess mode writes them
@@ -35,7 +35,13 @@ from prometheus_client.utils import floatToGoString
 
 from publishing.roles import Role, has_role
 from publishing.selectors.metrics import get_publish_latency_histogram, list_ai_token_totals
-from workers.selectors import get_queue_summary, list_attempt_totals, list_queue_depth, list_queue_time_histograms
+from workers.selectors import (
+    get_queue_summary,
+    list_attempt_totals,
+    list_channel_gates,
+    list_queue_depth,
+    list_queue_time_histograms,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +127,34 @@ class DatabaseCollector(Collector):
             "How long the operation due longest has waited past its due time without a claim (0 when none is due).",
             value=age,
         )
+
+        waits = CounterMetricFamily(
+            "galley_channel_rate_limit_waits",
+            "Sends a channel's gate held back (its rate limit or a pause), counted by every worker on every host.",
+            labels=["channel"],
+        )
+        pauses = CounterMetricFamily(
+            "galley_channel_pauses",
+            "Answers with Retry-After (429, 503) that paused a channel for every worker.",
+            labels=["channel"],
+        )
+        paused_for = GaugeMetricFamily(
+            "galley_channel_paused_seconds",
+            "Seconds left of a channel's pause (0 when not paused).",
+            labels=["channel"],
+        )
+        rate = GaugeMetricFamily(
+            "galley_channel_rate_limit_per_second",
+            "A channel's configured sends per second (rate-limited channels).",
+            labels=["channel"],
+        )
+        for gate in list_channel_gates():
+            waits.add_metric([gate.channel], gate.waits)
+            pauses.add_metric([gate.channel], gate.pauses)
+            paused_for.add_metric([gate.channel], gate.paused_for.total_seconds())
+            if gate.rate_per_second is not None:
+                rate.add_metric([gate.channel], gate.rate_per_second)
+        yield from (waits, pauses, paused_for, rate)
 
         attempts = CounterMetricFamily(
             "galley_attempts",

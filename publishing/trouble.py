@@ -60,6 +60,9 @@ _RETRYING = {
     FailureKind.SERVER_ERROR: "The website is failing (a server error)",
     FailureKind.THROTTLED: "The website asked Galley to slow down",
     FailureKind.IN_PROGRESS: "The website is still taking the story in",
+    # Waits at Galley's own gate for the channel (docs/operations.md#rate-limits-and-pauses).
+    FailureKind.RATE_LIMITED: "Waiting its turn: the website takes only so many stories a second",
+    FailureKind.CHANNEL_PAUSED: "The website asked Galley to pause sending for a while",
     LEASE_EXPIRED: "The worker sending the story stopped",
     RECONCILE_REQUESTED: "Galley is looking up what the website holds, as an operator asked",
 }
@@ -78,6 +81,8 @@ _STOPPED = {
     FailureKind.CONNECTION: "The website did not answer; Galley stopped retrying at {deadline}",
     FailureKind.SERVER_ERROR: "The website kept failing; Galley stopped retrying at {deadline}",
     FailureKind.THROTTLED: "The website kept asking Galley to slow down; Galley stopped at {deadline}",
+    FailureKind.RATE_LIMITED: "The story waited its turn past {deadline}; Galley stopped",
+    FailureKind.CHANNEL_PAUSED: "The website stayed paused past {deadline}; Galley stopped",
     LEASE_EXPIRED: "The workers sending the story kept stopping; Galley stopped retrying at {deadline}",
 }
 
@@ -135,6 +140,8 @@ _ATTEMPT_FAILED = {
     FailureKind.SERVER_ERROR: "a server error",
     FailureKind.THROTTLED: "asked to slow down",
     FailureKind.IN_PROGRESS: "still taking it in",
+    FailureKind.RATE_LIMITED: "waited its turn (rate limit)",
+    FailureKind.CHANNEL_PAUSED: "waited: the website asked for a pause",
     FailureKind.INVALID: "refused",
     FailureKind.AUTH: "refused Galley's credentials",
     FailureKind.QUALITY_GATE: "did not pass the quality gate",

@@ -18,6 +18,9 @@ class FailureKind(StrEnum):
     THROTTLED = "throttled"  # 429/503: retry after Retry-After
     SERVER_ERROR = "server_error"  # 5xx: exponential backoff with jitter
     IN_PROGRESS = "in_progress"  # the target is applying this key right now: retry soon
+    # Galley's own gate held the send back (workers.actions.gates), nothing was sent: retry at the slot
+    RATE_LIMITED = "rate_limited"  # the channel's rate limit: its next send slot is later
+    CHANNEL_PAUSED = "channel_paused"  # the channel answered 429/503 with Retry-After to another send
     INVALID = "invalid"  # 400/422: terminal, dead letter with the reason
     QUALITY_GATE = "quality_gate"  # terminal, never retried
     AUTH = "auth"  # 401/403: terminal, an operator must fix credentials

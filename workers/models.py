@@ -334,3 +334,43 @@ class Conflict(models.Model):
 
     def __str__(self) -> str:
         return f"conflict on {self.operation.key}"
+
+
+class ChannelGate(models.Model):
+    """A channel's send gate, shared by every worker on every host (docs/operations.md#rate-limits-and-pauses).
+
+    `next_send_at` is the earliest time the next send may start (GCRA with no burst): each send
+    reserves the slot `greatest(next_send_at, now)` and moves it on by 1/rate, in one statement on the
+    database clock (workers.sql.RESERVE_SEND_SQL). `next_return_at` spaces the operations that the
+    limit turned away, one slot apart, so that a backlog comes back one per slot rather than all at
+    once. A channel's 429 or 503 with Retry-After sets `paused_until`: no worker claims the channel's
+    operations before then (workers.sql.CLAIM_SQL). No row, or no rate, means no limit. The channel's
+    settings (publishing.Channel.rate_per_second) are copied here by the publishing app: workers
+    knows channels by slug only.
+    """
+
+    channel = models.CharField(max_length=50, primary_key=True, help_text="The channel's slug (Operation.channel).")
+    rate_per_second = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Sends per second across every worker on every host; empty: no limit."
+    )
+    next_send_at = models.DateTimeField(default=timezone.now, help_text="The earliest time the next send may start.")
+    next_return_at = models.DateTimeField(
+        default=timezone.now, help_text="When the next operation turned away by the limit is told to come back."
+    )
+    paused_until = models.DateTimeField(null=True, blank=True, help_text="The channel's last Retry-After, if later.")
+    pause_reason = models.TextField(blank=True)
+    # Counters for /metrics, kept by the statements that make each event (so every host's are summed).
+    waits = models.PositiveBigIntegerField(default=0, help_text="Sends held back by the rate limit or a pause.")
+    pauses = models.PositiveBigIntegerField(default=0, help_text="Answers with Retry-After that paused the channel.")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(rate_per_second__isnull=True) | models.Q(rate_per_second__gte=1),
+                name="channel_gate_rate_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.channel

@@ -28,7 +28,9 @@ CONFLICT_KINDS = {
 OPERATOR_KINDS = {FailureKind.AUTH, *CONFLICT_KINDS}
 # The target asking Galley to wait (docs/invariants.md#i9): such a try never counts against max_attempts,
 # so it never makes a dead letter on its own; the operation's deadline bounds the waiting.
-WAIT_KINDS = {FailureKind.THROTTLED, FailureKind.IN_PROGRESS}
+WAIT_KINDS = {FailureKind.THROTTLED, FailureKind.IN_PROGRESS, FailureKind.RATE_LIMITED, FailureKind.CHANNEL_PAUSED}
+# Waits whose Retry-After is when to come back: the target's, or the channel gate's (workers.actions.gates).
+RETRY_AFTER_KINDS = {FailureKind.THROTTLED, FailureKind.RATE_LIMITED, FailureKind.CHANNEL_PAUSED}
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def decide(kind: FailureKind, *, attempt: int, retry_after: float | None = None)
         return Decision(Disposition.CONFLICT, needs_operator=True)
     if kind in TERMINAL_KINDS:
         return Decision(Disposition.DEAD, needs_operator=kind in OPERATOR_KINDS)
-    if kind == FailureKind.THROTTLED and retry_after is not None:
+    if kind in RETRY_AFTER_KINDS and retry_after is not None:
         return Decision(Disposition.RETRY, delay_seconds=max(0.0, retry_after))
     if kind == FailureKind.IN_PROGRESS:
         return Decision(Disposition.RETRY, delay_seconds=retry_after if retry_after is not None else 1.0)

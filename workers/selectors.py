@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import Now, TruncMinute
 
-from workers.models import NEEDS_OPERATOR, WAITING_STATUSES, Attempt, Conflict, Operation, OperationStatus
+from workers.models import NEEDS_OPERATOR, WAITING_STATUSES, Attempt, ChannelGate, Conflict, Operation, OperationStatus
 
 S = OperationStatus
 
@@ -199,3 +199,34 @@ def list_open_conflicts(*, limit: int) -> QuerySet[Conflict]:
         .select_related("operation")
         .order_by("-created_at", "-id")[:limit]
     )
+
+
+@dataclass(frozen=True)
+class ChannelGateState:
+    """A channel's gate for operators: its rate (None: no limit), the sends it held back and the pauses
+    it took (counted since the gate was made), and how much of a pause is left (0 when not paused)."""
+
+    channel: str
+    rate_per_second: int | None
+    waits: int
+    pauses: int
+    paused_for: datetime.timedelta
+    pause_reason: str
+
+
+def list_channel_gates() -> list[ChannelGateState]:
+    """Every channel's gate, by channel; the pause left is judged on the database clock, as the claim does."""
+    gates = ChannelGate.objects.annotate(database_now=Now()).order_by("channel")
+    return [
+        ChannelGateState(
+            channel=gate.channel,
+            rate_per_second=gate.rate_per_second,
+            waits=gate.waits,
+            pauses=gate.pauses,
+            paused_for=max(datetime.timedelta(0), gate.paused_until - gate.database_now)
+            if gate.paused_until is not None
+            else datetime.timedelta(0),
+            pause_reason=gate.pause_reason if gate.paused_until and gate.paused_until > gate.database_now else "",
+        )
+        for gate in gates
+    ]

@@ -25,6 +25,7 @@ from workers.models import (
     WAITING_STATUSES,
     Attempt,
     AuditEvent,
+    ChannelGate,
     Conflict,
     Dependency,
     Operation,
@@ -83,6 +84,7 @@ ATTEMPT = Attempt._meta.db_table
 DEPENDENCY = Dependency._meta.db_table
 CONFLICT = Conflict._meta.db_table
 AUDIT_EVENT = AuditEvent._meta.db_table
+CHANNEL_GATE = ChannelGate._meta.db_table
 
 RUNNING = sql_literal(S.RUNNING)
 WAITING = sql_list(WAITING_STATUSES)
@@ -134,7 +136,8 @@ def close_abandoned_attempts(operations: str) -> str:
 # --- claims (workers.actions.claims; docs/invariants.md#i7 and #i8) ---------------------------
 
 # An operation a claim may take (docs/invariants.md#i7 and the bounds): deadline left, of the asked kinds,
-# every prerequisite met, and attempts left (below). Due is one of two cases, each matching one
+# every prerequisite met, its channel not paused (a Retry-After it answered: ChannelGate), and attempts
+# left (below). Due is one of two cases, each matching one
 # partial index (so that a claim reads a few index entries in order, however long the queue):
 # waiting and due, or running with a lease expired (database clock).
 _CLAIMABLE_SQL = f"""
@@ -149,6 +152,8 @@ _CLAIMABLE_SQL = f"""
                   WHEN {sql_literal(Dependency.Requires.SUCCESS)} THEN p.status <> {sql_literal(S.SUCCEEDED)}
                   ELSE p.status IN ({UNFINISHED})
               END)
+    AND NOT EXISTS (
+        SELECT 1 FROM {CHANNEL_GATE} g WHERE g.channel = o.channel AND g.paused_until > statement_timestamp())
 """  # noqa: S608 -- this module's constants
 # Waiting and due: the predicate of operation_due_idx.
 WAITING_DUE_SQL = (
@@ -234,18 +239,27 @@ JOIN opened ON opened.operation_id = c.id
 ORDER BY c.next_attempt_at, c.id
 """  # noqa: S608 -- this module's constants; every value is a parameter
 
-# Extend a held lease before a step that could outlive it (fenced: no row when the lease is gone).
-# How long a drain may sleep: until the next waiting operation is due or the next lease expires
-# (the database clock, as the claim and the lease use: docs/invariants.md#i8).
+# How long a drain may sleep: until the next waiting operation is due, a channel's pause ends (its
+# waiting operations are due then) or the next lease expires (the database clock, as the claim and the lease
+# use: docs/invariants.md#i8).
 SECONDS_UNTIL_DUE_SQL = f"""
 SELECT extract(epoch FROM LEAST(
-    (SELECT min(next_attempt_at) FROM {OPERATION}
-     WHERE status IN ({WAITING}) AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[]))),
+    (SELECT min(o.next_attempt_at) FROM {OPERATION} o
+     WHERE o.status IN ({WAITING}) AND (%(kinds)s::text[] IS NULL OR o.kind = ANY(%(kinds)s::text[]))
+       AND NOT EXISTS (
+           SELECT 1 FROM {CHANNEL_GATE} g WHERE g.channel = o.channel AND g.paused_until > statement_timestamp())),
+    (SELECT min(g.paused_until) FROM {CHANNEL_GATE} g
+     WHERE g.paused_until > statement_timestamp()
+       AND EXISTS (
+           SELECT 1 FROM {OPERATION} o
+           WHERE o.channel = g.channel AND o.status IN ({WAITING})
+             AND (%(kinds)s::text[] IS NULL OR o.kind = ANY(%(kinds)s::text[])))),
     (SELECT min(lease_expires_at) FROM {OPERATION}
      WHERE status = {RUNNING} AND (%(kinds)s::text[] IS NULL OR kind = ANY(%(kinds)s::text[])))
 ) - statement_timestamp()) AS seconds
 """  # noqa: S608 -- built from the model's table and statuses
 
+# Extend a held lease before a step that could outlive it (fenced: no row when the lease is gone).
 RENEW_SQL = f"""
 UPDATE {OPERATION}
 SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s), updated_at = statement_timestamp()
@@ -285,6 +299,76 @@ closed AS (
 SELECT EXISTS (SELECT 1 FROM finished) AS succeeded,
        EXISTS (SELECT 1 FROM {DEPENDENCY} d JOIN finished ON d.prerequisite_id = finished.id) AS has_dependents
 """  # noqa: S608 -- this module's constants
+
+
+# --- channel gates (workers.actions.gates; docs/operations.md#rate-limits-and-pauses) ----------
+
+# A send's reservation on its channel's gate, in one statement on the database clock. The gate row is
+# locked only when it limits anything (a rate, or a pause still running): an unlimited channel's sends
+# take no lock and write nothing. Paused: wait until the pause ends. The next slot within `bound`
+# seconds: take it (move next_send_at on by 1/rate) and sleep until it (`sleep_seconds`). A slot later
+# than that: wait, told to come back at next_return_at, which moves on by one slot for each operation
+# turned away, so that a backlog returns one operation per slot. No row: no limit, send now.
+RESERVE_SEND_SQL = f"""
+WITH gate AS (
+    SELECT g.channel, g.rate_per_second, g.next_send_at, g.next_return_at, g.paused_until, g.pause_reason,
+           statement_timestamp() AS now,
+           make_interval(secs => 1.0 / g.rate_per_second) AS slot
+    FROM {CHANNEL_GATE} g
+    WHERE g.channel = %(channel)s
+      AND (g.rate_per_second IS NOT NULL OR g.paused_until > statement_timestamp())
+    FOR UPDATE
+),
+verdict AS (
+    SELECT gate.*,
+           coalesce(gate.paused_until > gate.now, false) AS paused,
+           NOT coalesce(gate.paused_until > gate.now, false)
+               AND gate.next_send_at <= gate.now + make_interval(secs => %(bound)s) AS sending,
+           greatest(gate.next_return_at, gate.next_send_at) AS return_at
+    FROM gate
+),
+moved AS (
+    UPDATE {CHANNEL_GATE} g
+    SET next_send_at = CASE WHEN v.sending THEN greatest(v.next_send_at, v.now) + v.slot ELSE g.next_send_at END,
+        next_return_at = CASE WHEN v.sending OR v.paused THEN g.next_return_at ELSE v.return_at + v.slot END,
+        waits = g.waits + (NOT v.sending)::int,
+        updated_at = v.now
+    FROM verdict v
+    WHERE g.channel = v.channel
+)
+SELECT paused, pause_reason,
+       CASE WHEN sending THEN extract(epoch FROM greatest(next_send_at, now) - now) END AS sleep_seconds,
+       CASE WHEN paused THEN extract(epoch FROM paused_until - now)
+            WHEN NOT sending THEN extract(epoch FROM return_at - now) END AS wait_seconds
+FROM verdict
+"""  # noqa: S608 -- this module's constants; every value is a parameter
+
+_GATE_COLUMNS, _GATE_VALUES = insert_values(
+    ChannelGate,
+    {
+        "channel": "%(channel)s",
+        "next_send_at": "statement_timestamp()",
+        "next_return_at": "statement_timestamp()",
+        "paused_until": "statement_timestamp() + make_interval(secs => %(seconds)s)",
+        "pause_reason": "%(reason)s",
+        "pauses": "1",
+        "updated_at": "statement_timestamp()",
+    },
+)
+# A channel's 429 or 503 with Retry-After pauses it for every worker: never shortened by a shorter
+# Retry-After, the reason kept from the answer that set the end. The gate is made if the channel has
+# none yet (no rate: a pause alone).
+PAUSE_CHANNEL_SQL = f"""
+INSERT INTO {CHANNEL_GATE} AS g ({_GATE_COLUMNS})
+VALUES ({_GATE_VALUES})
+ON CONFLICT (channel) DO UPDATE
+SET paused_until = greatest(g.paused_until, EXCLUDED.paused_until),
+    pause_reason = CASE WHEN g.paused_until >= EXCLUDED.paused_until THEN g.pause_reason
+                        ELSE EXCLUDED.pause_reason END,
+    pauses = g.pauses + 1,
+    updated_at = EXCLUDED.updated_at
+RETURNING paused_until
+"""  # noqa: S608 -- this module's constants; every value is a parameter
 
 
 # --- enqueue (workers.actions.enqueue; docs/invariants.md#i1, #i2, #i5 and #i7) ----------------

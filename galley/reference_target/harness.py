@@ -42,6 +42,10 @@ class ReferenceTarget:
         self._random_lock = threading.Lock()
         self._in_flight: set[str] = set()
         self._in_flight_lock = threading.Lock()
+        # Every publication POST's arrival, in memory (GET /_arrivals): what tests of Galley's rate
+        # limits count. Kept for the target's lifetime, bounded by the test that runs it.
+        self._arrivals: list[dict[str, Any]] = []
+        self._arrivals_lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._server = TargetServer((host, port), self)
@@ -74,6 +78,16 @@ class ReferenceTarget:
     def release(self, operation_key: str) -> None:
         with self._in_flight_lock:
             self._in_flight.discard(operation_key)
+
+    def record_arrival(self, *, arrived_at: float, operation_key: str, status: int) -> None:
+        with self._arrivals_lock:
+            self._arrivals.append({"arrived_at": arrived_at, "operation_key": operation_key, "status": status})
+
+    def arrivals(self) -> list[dict[str, Any]]:
+        """Every POST /v1/publications with a valid body, by arrival time (Unix seconds): its key and
+        the status it was answered."""
+        with self._arrivals_lock:
+            return sorted(self._arrivals, key=lambda arrival: arrival["arrived_at"])
 
     def pause(self, seconds: float) -> None:
         """Sleep, but wake at once when the target stops, so stop() never waits out a hang."""

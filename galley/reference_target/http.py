@@ -6,6 +6,7 @@ Endpoints
     GET  /v1/status                  {"target", "fence"}: whether the revision fence is on (bearer token)
     GET  /articles/{id}              the published page: the article's title and body, no other markup
     GET  /_ledger                    every first application, in order (for tests and operators)
+    GET  /_arrivals                  every valid POST's arrival time, key and answer (for rate-limit tests)
     GET  /_health                    liveness
 
 A POST goes through these steps, in this order:
@@ -29,6 +30,7 @@ import logging
 import re
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
@@ -66,6 +68,10 @@ class Target(Protocol):
 
     def release(self, operation_key: str) -> None: ...
 
+    def record_arrival(self, *, arrived_at: float, operation_key: str, status: int) -> None: ...
+
+    def arrivals(self) -> list[dict[str, Any]]: ...
+
     def pause(self, seconds: float) -> None: ...
 
 
@@ -98,6 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 30
     server_version = "GalleyReferenceTarget/1"
+    answered = 0  # the status of the last response sent on this connection
     sys_version = ""
 
     def setup(self) -> None:
@@ -120,6 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
     # --- responses -------------------------------------------------------------------------
 
     def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.answered = status
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -165,6 +173,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = parts.path
         if path == "/_health":
             self._json(200, {"status": "ok"})
+            return
+        if path == "/_arrivals":
+            self._json(200, {"arrivals": target.arrivals()})
             return
         if path == "/_ledger":
             with target.store.connect() as conn:
@@ -233,7 +244,14 @@ class _Handler(BaseHTTPRequestHandler):
         except InvalidRequest as exc:
             self._json(400, {"error": "invalid", "detail": str(exc)})
             return
-        self._publish(body)
+        arrived_at = time.time()
+        self.answered = 0  # a dropped connection answers nothing
+        try:
+            self._publish(body)
+        finally:
+            self.server.target.record_arrival(
+                arrived_at=arrived_at, operation_key=body["operation_key"], status=self.answered
+            )
 
     def _read_body(self) -> bytes | None:
         """The request's body, or None when a 400 has been sent instead (and the connection is to be

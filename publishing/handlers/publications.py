@@ -25,6 +25,7 @@ from publishing.selectors.publish_checks import PublishChecks, get_publish_check
 from publishing.story import body_text, render_story
 from publishing.verification import shows_body, shows_title
 from workers.actions.claims import renew_lease
+from workers.actions.gates import reserve_send
 from workers.crashpoints import crash_point
 from workers.errors import FailureKind, OperationFailed, Superseded
 from workers.registry import ClaimedOperation, Success
@@ -82,6 +83,7 @@ def _send(
     client: target.TargetClient, claimed: ClaimedOperation, revision: Revision, *, republish: bool = False
 ) -> tuple[target.Receipt, bool]:
     """The side effect: revision's payload to the target under the operation's key (no transaction open)."""
+    reserve_send(claimed)
     return call_service(
         lambda: client.publish(
             operation_key=claimed.key,

@@ -18,8 +18,9 @@ from publishing.identities import SUMMARY_STEP, publish_key
 from publishing.models import StepArtifact
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
+from workers.actions.gates import pause_channel, set_channel_rate
 from workers.drain import drain
-from workers.models import Attempt
+from workers.models import Attempt, ChannelGate
 
 METRICS = "/metrics"
 TOKEN = "scrape-me-please"
@@ -118,6 +119,22 @@ def test_metrics__dead_letter__attempt_counted_by_failure_kind_and_operator_need
     assert value(parsed, "galley_operations", state="dead", kind="publish") == 1
     assert value(parsed, "galley_operations_needing_operator") == 1
     assert value(parsed, "galley_approval_to_published_seconds_count") == 0
+
+
+@pytest.mark.django_db
+def test_metrics__channel_gates__rate_limit_waits_and_pauses_per_channel(operator):
+    set_channel_rate("partner", rate_per_second=5)
+    pause_channel("partner", seconds=60, reason="429 from the partner feed")
+    pause_channel("partner", seconds=30, reason="429 again")
+    ChannelGate.objects.filter(channel="partner").update(waits=3)
+
+    parsed = samples(client_for(operator).get(METRICS))
+
+    assert value(parsed, "galley_channel_rate_limit_waits_total", channel="partner") == 3
+    assert value(parsed, "galley_channel_pauses_total", channel="partner") == 2
+    assert 50 < value(parsed, "galley_channel_paused_seconds", channel="partner") <= 60
+    assert value(parsed, "galley_channel_rate_limit_per_second", channel="partner") == 5
+    assert value(parsed, "galley_channel_paused_seconds", channel="web") == 0
 
 
 @pytest.mark.django_db(transaction=True)

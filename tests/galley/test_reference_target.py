@@ -424,6 +424,22 @@ def test_faults__rate_out_of_range__refused():
         Faults(rate_429=1.5)
 
 
+def test_arrivals__every_valid_post_with_its_time_key_and_answer(start_target):
+    target = start_target(Faults(rate_429=1.0, retry_after=7))
+    before = time.time()
+    assert raw_post(target, request_body(revision=1)).status_code == 429
+    target.faults = Faults()
+    assert raw_post(target, request_body(revision=2)).status_code == 201
+    assert raw_post(target, {"operation_key": "not a publication"}).status_code == 400
+    arrivals = httpx.get(f"{target.url}/_arrivals", timeout=5).json()["arrivals"]
+    assert [(a["operation_key"], a["status"]) for a in arrivals] == [
+        (key("brief-042", 1), 429),
+        (key("brief-042", 2), 201),
+    ]
+    assert before <= arrivals[0]["arrived_at"] <= arrivals[1]["arrived_at"] <= time.time()
+    assert arrivals == target.arrivals()
+
+
 def test_health(target):
     assert httpx.get(f"{target.url}/_health", timeout=5).json() == {"status": "ok"}
 

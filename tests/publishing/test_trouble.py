@@ -59,6 +59,15 @@ def test_retrying_server_errors_and_stalled_workers__said_so__nothing_to_do():
     assert told("publishing", operation(OperationStatus.RETRY_WAIT, error=LEASE_EXPIRED)).endswith(NOTHING_TO_DO)
 
 
+def test_invariant_9__waiting_at_the_channels_gate__said_as_a_wait_not_a_failure__nothing_to_do():
+    assert told("publishing", operation(OperationStatus.RETRY_WAIT, error=FailureKind.RATE_LIMITED)) == (
+        "Waiting its turn: the website takes only so many stories a second; Galley retries until 14:05 — nothing to do"
+    )
+    assert told("publishing", operation(OperationStatus.RETRY_WAIT, error=FailureKind.CHANNEL_PAUSED)).startswith(
+        "The website asked Galley to pause sending for a while;"
+    )
+
+
 def test_refused__the_websites_reason__ask_an_operator():
     refused = operation(OperationStatus.DEAD, error=FailureKind.INVALID, message="HTTP 422: title too long")
 

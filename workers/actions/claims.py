@@ -24,10 +24,11 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.db.models.functions import Now
 from psycopg.rows import dict_row
 
+from workers.actions.gates import pause_channel
 from workers.audit import record_audit_event
 from workers.crashpoints import crash_point
 from workers.doorbell import ring_doorbell
-from workers.errors import AMBIGUOUS_KINDS, LeaseLost, OperationFailed, is_lock_timeout
+from workers.errors import AMBIGUOUS_KINDS, FailureKind, LeaseLost, OperationFailed, is_lock_timeout
 from workers.models import Attempt, Conflict, Operation, OperationStatus
 from workers.policy import WAIT_KINDS, Decision, Disposition, decide
 from workers.prepared import execute_prepared, json_value
@@ -221,7 +222,10 @@ def _finalize(claimed: ClaimedOperation, success: Success, *, started: float) ->
 
 
 def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, started: float) -> Decision:
-    """Apply the retry policy to a failed attempt, fenced. Returns what was decided."""
+    """Apply the retry policy to a failed attempt, fenced. Returns what was decided.
+
+    A throttled answer with Retry-After on a channel pauses the channel for every worker, in the same
+    transaction (workers.actions.gates.pause_channel). A wait (WAIT_KINDS) is never counted."""
     decision = decide(failure.kind, attempt=claimed.attempt_number, retry_after=failure.retry_after)
     with transaction.atomic(durable=True):
         # The retry's time is compared with the deadline on the database clock, as both are set.
@@ -257,6 +261,10 @@ def fail_operation(claimed: ClaimedOperation, failure: OperationFailed, *, start
         else:
             fields.update(status=S.DEAD, outcome=Attempt.Outcome.DEAD, finished_at=Now())
         _end_attempt(claimed, started=started, failure=failure, **fields)
+        if failure.kind == FailureKind.THROTTLED and claimed.channel and failure.retry_after is not None:
+            # The channel asked for a pause: every worker honours it (the claim skips the channel's
+            # operations until then), rather than each operation discovering it with a request.
+            pause_channel(claimed.channel, seconds=failure.retry_after, reason=message)
         if decision.disposition == Disposition.CONFLICT:
             Conflict.objects.create(
                 operation_id=claimed.operation_id,

@@ -38,7 +38,7 @@ from workers.actions.enqueue import enqueue_operation
 from workers.actions.operator import do_retry_operation_now
 from workers.attempts import run_operation
 from workers.drain import drain
-from workers.models import Attempt, AuditEvent, Conflict, Dependency, Operation
+from workers.models import Attempt, AuditEvent, ChannelGate, Conflict, Dependency, Operation
 
 OTHER_PAYLOAD = {"title": "Harbour strike", "body": "Not what anyone approved."}
 
@@ -116,7 +116,9 @@ def retry_delay(operation: Operation) -> float:
 
 
 def make_due(operation: Operation) -> None:
+    """As if the time had come: the operation is due, and a pause its channel's Retry-After set has ended."""
     Operation.objects.filter(id=operation.id).update(next_attempt_at=timezone.now() - datetime.timedelta(hours=1))
+    ChannelGate.objects.filter(channel=operation.channel).update(paused_until=None)
 
 
 def expire_lease(operation: Operation) -> None:
@@ -570,6 +572,8 @@ def test_retry_by_failure_kind__throttled__waits_retry_after_then_applies_once(
     assert (attempt.outcome, attempt.error_kind, attempt.http_status) == ("retry", "throttled", status)
     assert "retry after 30s" in attempt.error_message
     assert applied(target) == []
+    # The channel is paused for every worker until then (docs/operations.md#rate-limits-and-pauses).
+    assert ChannelGate.objects.get(channel=operation.channel).paused_until >= operation.next_attempt_at
 
     target.faults = Faults()  # the target recovers
     make_due(operation)
