@@ -20,6 +20,7 @@ from approvals.selectors import (
 )
 from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import do_change_brief_status
+from publishing.actions.webhooks import do_emit_revision_approved
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
 from publishing.identities import revision_subject_id
 from publishing.models import Brief, Revision
@@ -135,6 +136,7 @@ def do_decide_revision(revision: Revision, *, decision: str, comment: str, actin
     )
     if decision == Approval.Decision.APPROVED:
         do_request_publication(revision)
+        do_emit_revision_approved(revision, acting_user=acting_user)
     do_notify_decided(revision, decision=decision, acting_user=acting_user)
     return approval
 

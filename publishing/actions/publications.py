@@ -10,6 +10,7 @@ from psycopg.rows import dict_row
 
 from publishing.actions.resolutions import OPEN, do_close_replaced_problems
 from publishing.actions.revisions import check_brief_transition
+from publishing.actions.webhooks import do_emit_publication_verified
 from publishing.announcements import announce_published
 from publishing.identities import (
     PRIMARY_CHANNEL,
@@ -220,6 +221,7 @@ def do_record_verification(publication: Publication) -> None:
         old_state={"published_revision": published_before, "status": status},
         new_state={"published_revision": number, "status": new_status, "permalink": publication.permalink},
     )
+    do_emit_publication_verified(publication, brief_public_id=public_id)
     # The brief as it is now, from the locked row; the columns not read load if ever read.
     locked.status, locked.published_revision_number = new_status, number
     announce_published(locked, revision_number=number, permalink=publication.permalink)
