@@ -50,11 +50,13 @@ def _fast_retries(settings):
 
 @dataclass
 class Subscriber:
-    """An in-process subscriber: answers each POST with the next of `statuses` (then 200), records it."""
+    """An in-process subscriber: answers each POST with the next of `statuses` (then 200), records it;
+    with `hang_seconds`, it reads each request and answers only that much later."""
 
     url: str
     statuses: list[int] = field(default_factory=list)
     received: list[dict[str, object]] = field(default_factory=list)
+    hang_seconds: float = 0.0
 
 
 @pytest.fixture
@@ -66,6 +68,7 @@ def subscriber() -> Iterator[Subscriber]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             state.received.append({"headers": dict(self.headers), "body": body})
+            time.sleep(state.hang_seconds)
             self.send_response(state.statuses.pop(0) if state.statuses else 200)
             self.send_header("Retry-After", "0")
             self.end_headers()
@@ -310,6 +313,26 @@ def test_down_subscriber__does_not_delay_publishing__publish_verifies_while_deli
     assert len(operations) == 2  # approved, verified
     assert all(op.status == OperationStatus.RETRY_WAIT for op in operations)
     assert all(op.last_error_kind == FailureKind.CONNECTION for op in operations)
+
+
+def test_hanging_subscriber__does_not_delay_publishing__verified_before_its_delivery_times_out(
+    operator, approver, brief, revise, target, subscriber, settings
+):
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 30.0
+    settings.GALLEY_WEBHOOK_TIMEOUT_SECONDS = 8.0
+    subscriber.hang_seconds = 12.0
+    register(subscriber.url, by=operator, events=[WebhookEventType.REVISION_APPROVED])
+    revision = revise(brief, "Dockers walked out at dawn.")
+    emit(revision=1)  # an earlier event: its delivery is due before the publish is
+
+    approve(revision, by=approver)
+    drain(worker_id="w-all", kinds=[WEBHOOK, PUBLISH, VERIFY], time_budget=40, idle_wait=0.5)
+
+    publication = brief.publications.get()
+    operation = webhook_ops()[0]
+    (attempt,) = operation.attempt_set.all()
+    assert attempt.error_kind == FailureKind.TIMEOUT
+    assert publication.verified_at is not None and publication.verified_at < attempt.finished_at
 
 
 def test_publication_problem_and_resolution__events_name_the_channel(operator, approver, brief, revise, subscriber):
