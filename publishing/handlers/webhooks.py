@@ -9,12 +9,11 @@ retries them (5xx and timeouts with backoff, 429/503 after Retry-After, other 4x
 
 from __future__ import annotations
 
-from cryptography.fernet import InvalidToken
 from django.conf import settings
 
 from publishing.actions.webhooks import event_body
 from publishing.clients import webhooks
-from publishing.credentials import unseal
+from publishing.credentials import SealedValueUnreadable, unseal
 from publishing.handlers.failures import call_service
 from publishing.hashing import canonical_json, payload_hash
 from publishing.selectors.webhooks import get_webhook_delivery
@@ -39,7 +38,7 @@ def handle_webhook(claimed: ClaimedOperation) -> Success:
         )
     try:
         secret = unseal(subscriber.secret_sealed) if subscriber.secret_sealed else ""
-    except InvalidToken:
+    except SealedValueUnreadable:
         secret = ""
     if not secret:
         raise OperationFailed(

@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from cryptography.fernet import InvalidToken
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,7 +21,7 @@ from approvals.models import Approval
 from publishing.actions.resolutions import check_cancel_publication
 from publishing.actions.webhooks import do_emit_event, do_save_webhook_subscriber
 from publishing.clients import webhooks
-from publishing.credentials import seal, unseal
+from publishing.credentials import SealedValueUnreadable, seal, unseal
 from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH, VERIFY, WEBHOOK, publish_key, webhook_key
 from publishing.models import Brief, WebhookEvent, WebhookEventType, WebhookSubscriber
@@ -252,6 +251,26 @@ def test_replay__dead_letter_retried_by_operator__same_event_id_and_body(operato
     assert first["headers"]["Idempotency-Key"] == replay["headers"]["Idempotency-Key"] == str(event.id)
 
 
+def test_unreadable_secret__delivery_dead_letter_for_an_operator__nothing_sent(operator, subscriber, settings):
+    register(subscriber.url, by=operator)
+    current = settings.SECRET_KEY
+    settings.SECRET_KEY = "the-key-before-a-rotation"
+    WebhookSubscriber.objects.update(secret_sealed=seal(SECRET))
+    settings.SECRET_KEY = current
+    emit(revision=1)
+
+    deliver()
+
+    (operation,) = webhook_ops()
+    assert (operation.status, operation.last_error_kind, operation.needs_operator) == (
+        OperationStatus.DEAD,
+        FailureKind.AUTH,
+        True,
+    )
+    assert "set it in the admin" in operation.last_error_message
+    assert subscriber.received == []
+
+
 def test_subscriber_deleted_before_delivery__delivery_superseded__nothing_sent(operator, subscriber):
     registered = register(subscriber.url, by=operator)
     emit(revision=1)
@@ -388,7 +407,7 @@ def test_credentials__sealed_at_rest__unsealed_only_by_the_same_key(settings):
     sealed = seal(SECRET)
     assert SECRET not in sealed and unseal(sealed) == SECRET
     settings.SECRET_KEY = "another-secret-key-entirely"
-    with pytest.raises(InvalidToken):
+    with pytest.raises(SealedValueUnreadable):
         unseal(sealed)
 
 
