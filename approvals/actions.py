@@ -21,6 +21,7 @@ from approvals.selectors import (
 from publishing.actions.channels import check_channel_set
 from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import do_change_brief_status
+from publishing.actions.webhooks import do_emit_revision_approved
 from publishing.errors import InvalidInput, NotFound, PermissionRefused
 from publishing.identities import revision_subject_id
 from publishing.models import Brief, Channel, Revision
@@ -154,6 +155,7 @@ def do_decide_revision(
         ApprovalChannel.objects.bulk_create([ApprovalChannel(approval=approval, channel=c) for c in channels])
         for channel in channels:
             do_request_publication(revision, channel=channel.slug)
+        do_emit_revision_approved(revision, acting_user=acting_user)
     do_notify_decided(revision, decision=decision, acting_user=acting_user)
     return approval
 

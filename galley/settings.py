@@ -273,6 +273,12 @@ env.require(
     "GALLEY_LEASE_SECONDS must exceed 2.5 x GALLEY_TARGET_TIMEOUT_SECONDS: an attempt makes up to two "
     "calls, and its lease must outlive them.",
 )
+# Webhook deliveries (docs/webhooks.md): each POST's limit for connect, write, read and pool wait.
+GALLEY_WEBHOOK_TIMEOUT_SECONDS = env.env_float("GALLEY_WEBHOOK_TIMEOUT_SECONDS", 5.0)
+env.require(
+    GALLEY_LEASE_SECONDS > 2 * GALLEY_WEBHOOK_TIMEOUT_SECONDS,
+    "GALLEY_LEASE_SECONDS must exceed 2 x GALLEY_WEBHOOK_TIMEOUT_SECONDS: a delivery's lease must outlive its POST.",
+)
 
 # AI provider for the summary pipeline: "offline" (local, no network) or "openai" (any
 # OpenAI-compatible Chat Completions endpoint).

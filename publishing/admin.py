@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
@@ -20,13 +22,24 @@ from publishing.actions.resolutions import (
     check_republish_approved,
     check_retry_publication,
 )
+from publishing.actions.webhooks import do_delete_webhook_subscriber, do_save_webhook_subscriber
 from publishing.errors import GalleyError
-from publishing.identities import PUBLICATION_KINDS
-from publishing.models import ApiToken, Brief, Draft, EditorPresence, PublicationProblem, Revision
-from publishing.roles import Role, has_role
+from publishing.identities import PUBLICATION_KINDS, WEBHOOK
+from publishing.models import (
+    ApiToken,
+    Brief,
+    Draft,
+    EditorPresence,
+    PublicationProblem,
+    Revision,
+    WebhookDelivery,
+    WebhookEventType,
+    WebhookSubscriber,
+)
+from publishing.roles import Role, has_role, require_role
 from publishing.selectors.problems import PROBLEM_QUEUED, get_publication_problem
 from publishing.story import story_fields
-from workers.admin import ReadOnlyAdmin
+from workers.admin import OperationAdmin, ReadOnlyAdmin
 from workers.models import AuditEvent, OperationStatus
 
 REVISION_FIELDS = ("number", "payload_hash", "author", "created_at")
@@ -281,3 +294,91 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         # A token is revoked, never deleted: its row (and the audit trail naming its prefix) stays.
         return False
+
+
+def _operator(request: HttpRequest) -> User:
+    return require_role(request.user, Role.OPERATOR, to="manage webhook subscribers")
+
+
+class WebhookSubscriberForm(forms.ModelForm):
+    """The secret is write-only: typed to set or replace it, never rendered back (the page says only
+    whether one is set); left empty on a change, the one it has stays."""
+
+    secret = forms.CharField(
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Signs every delivery (docs/webhooks.md). Write-only: leave empty to keep the one set.",
+    )
+    url = forms.URLField(max_length=500, assume_scheme="https", help_text="Where each event is POSTed.")
+    events = forms.MultipleChoiceField(
+        required=False,
+        choices=WebhookEventType.choices,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None ticked: every event type.",
+    )
+
+    class Meta:
+        model = WebhookSubscriber
+        fields = ["name", "url", "events", "enabled"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if not cleaned.get("secret") and not self.instance.secret_sealed:
+            self.add_error("secret", "Set a secret: every delivery is signed with it.")
+        return cleaned
+
+
+@admin.register(WebhookSubscriber)
+class WebhookSubscriberAdmin(admin.ModelAdmin):
+    """Operators register the URLs that receive lifecycle events; every create, change and delete is
+    audited (publishing.actions.webhooks), the secret never in the record."""
+
+    form = WebhookSubscriberForm
+    list_display = ["name", "url", "event_types", "enabled", "secret_state", "updated_at"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "url"]
+    fields = ["name", "url", "events", "enabled", "secret", "secret_state", "created_at", "updated_at"]
+    readonly_fields = ["secret_state", "created_at", "updated_at"]
+
+    @admin.display(description="secret")
+    def secret_state(self, subscriber: WebhookSubscriber) -> str:
+        return "set" if subscriber.secret_sealed else "not set"
+
+    @admin.display(description="events")
+    def event_types(self, subscriber: WebhookSubscriber) -> str:
+        return ", ".join(subscriber.events) or "all"
+
+    def save_model(self, request: HttpRequest, obj: WebhookSubscriber, form: forms.ModelForm, change: bool) -> None:
+        # The admin's change form runs in its own transaction already: the action joins it.
+        do_save_webhook_subscriber(obj, secret=form.cleaned_data.get("secret") or None, acting_user=_operator(request))
+
+    def delete_model(self, request: HttpRequest, obj: WebhookSubscriber) -> None:
+        do_delete_webhook_subscriber(obj, acting_user=_operator(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookSubscriber]) -> None:
+        for subscriber in queryset.order_by("id"):
+            do_delete_webhook_subscriber(subscriber, acting_user=_operator(request))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(OperationAdmin):
+    """Every event's delivery to every subscriber, read-only, with its attempts; a dead letter is
+    retried with the operators' own "Retry now" (workers.actions.operator), which sends the same
+    event id and body again."""
+
+    list_display = ["key", "status", "attempts", "waits", "last_error_kind", "next_attempt_at", "updated_at"]
+    list_filter = ["status", "last_error_kind"]
+    actions = ["retry_now", "cancel_with_reason"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookDelivery]:
+        return WebhookDelivery.objects.filter(kind=WEBHOOK)

@@ -10,17 +10,22 @@ class PublishingConfig(AppConfig):
 
     def ready(self) -> None:
         # Handlers import models, which the app registry allows only once ready() runs.
+        from publishing.actions.webhooks import do_emit_publication_problem
         from publishing.clients.target import check_configured_target
         from publishing.handlers.publications import handle_drift_check, handle_publish, handle_republish, handle_verify
         from publishing.handlers.summaries import handle_summary_step
-        from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, SUMMARY_STEP, VERIFY
-        from workers.registry import register, register_startup_check
+        from publishing.handlers.webhooks import handle_webhook
+        from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, SUMMARY_STEP, VERIFY, WEBHOOK
+        from workers.registry import register, register_operator_needed, register_startup_check
 
         register(PUBLISH, handle_publish)
         register(VERIFY, handle_verify)
         register(DRIFT_CHECK, handle_drift_check)
         register(REPUBLISH, handle_republish)
         register(SUMMARY_STEP, handle_summary_step)
+        register(WEBHOOK, handle_webhook)
+        # A publication that comes to need an operator is a webhook event, in the transaction recording it.
+        register_operator_needed(do_emit_publication_problem)
         register_startup_check("publishing target", check_configured_target)
         # Groups are granted permission rows, which Django creates after each app migrates;
         # the handler is idempotent, so running it after every app is harmless.

@@ -95,3 +95,13 @@ def summary_run_key_prefix(public_id: str, run_number: int) -> str:
 def step_identity(public_id: str, source_hash: str, step: str) -> str:
     """The canonical artifact's identity: one per step of one version of the source (docs/invariants.md#i6)."""
     return f"{public_id}/summary/{source_hash}/{step}"
+
+
+# One lifecycle event delivered to one webhook subscriber (publishing.handlers.webhooks).
+WEBHOOK = "webhook"
+
+
+def webhook_key(event_id: str, subscriber_id: int) -> str:
+    """Binds one event's delivery to one subscriber: `webhook:<event id>:subscriber-<id>`; its
+    retries and an operator's replay keep it, and the subscriber sees the event id as Idempotency-Key."""
+    return f"webhook:{event_id}:subscriber-{subscriber_id}"

@@ -386,3 +386,73 @@ class EditorPresence(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} on {self.brief.public_id}"
+
+
+class WebhookEventType(models.TextChoices):
+    REVISION_APPROVED = "revision.approved", "Revision approved"
+    PUBLICATION_VERIFIED = "publication.verified", "Published and verified (per channel)"
+    PUBLICATION_PROBLEM = "publication.problem", "Publication needs an operator"
+    PUBLICATION_RESOLVED = "publication.resolved", "Publication problem resolved by an operator"
+
+
+class WebhookSubscriber(models.Model):
+    """A URL that receives Galley's lifecycle events (docs/webhooks.md), each signed with its secret.
+
+    `secret_sealed` is the signing secret sealed by publishing.credentials: write-only, never shown,
+    logged or audited. `events` lists the WebhookEventType values it wants; empty means every type.
+    """
+
+    name = models.CharField(max_length=100)
+    url = models.URLField(max_length=500)
+    secret_sealed = models.TextField(blank=True, editable=False)
+    events = models.JSONField(default=list, blank=True, help_text="Event types it receives; empty: all.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(url__regex=r"^https?://"), name="webhook_subscriber_url_http"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def wants(self, event_type: str) -> bool:
+        return not self.events or event_type in self.events
+
+
+class WebhookEvent(models.Model):
+    """One lifecycle event, as every subscriber receives it: `id` is the event id (PRODUCT.md §3),
+    the subscriber's Idempotency-Key, the same on every redelivery. Append-only: the database refuses
+    UPDATE and DELETE (migration 0015), so a replay always sends the body first sent."""
+
+    Type = WebhookEventType
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    type = models.CharField(max_length=40, choices=WebhookEventType.choices)
+    brief_public_id = models.CharField(max_length=32, blank=True)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(type__in=WebhookEventType.values), name="webhook_event_type_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.id}"
+
+
+class WebhookDelivery(Operation):
+    """A webhook operation as the operator watches it in the admin ("Webhook deliveries"): one event
+    to one subscriber, its attempts, and its dead letter if it came to one."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "webhook delivery"
+        verbose_name_plural = "webhook deliveries"

@@ -10,6 +10,7 @@ from psycopg.rows import dict_row
 
 from publishing.actions.resolutions import OPEN, do_close_replaced_problems
 from publishing.actions.revisions import check_brief_transition
+from publishing.actions.webhooks import do_emit_publication_verified
 from publishing.announcements import announce_published
 from publishing.identities import (
     PUBLICATION_KINDS,
@@ -232,6 +233,7 @@ def do_record_verification(publication: Publication) -> None:
             "permalink": publication.permalink,
         },
     )
+    do_emit_publication_verified(publication, brief_public_id=public_id)
     if new_status is None:  # the brief was already published at this revision (another channel) or newer
         return
     # The brief as it is now, from the locked row; the columns not read load if ever read.

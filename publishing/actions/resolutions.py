@@ -19,6 +19,7 @@ from typing import Any
 from django.db import transaction
 
 from publishing.actions.revisions import do_create_revision
+from publishing.actions.webhooks import do_emit_publication_resolved
 from publishing.errors import InvalidInput
 from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import (
@@ -58,6 +59,12 @@ def _lock(operation: Operation) -> Operation:
     if locked.kind not in PUBLICATION_KINDS:
         raise ValueError(f"{locked.key} is not a publication's operation")
     return locked
+
+
+def _resolved(locked: Operation, resolution: str, message: str) -> Outcome:
+    """An operator settled the problem: subscribers hear it (publication.resolved) with the outcome."""
+    do_emit_publication_resolved(locked, resolution=resolution, message=message)
+    return Outcome(True, message)
 
 
 def _not_open(locked: Operation) -> Outcome:
@@ -101,7 +108,9 @@ def check_adopt_target_revision(operation: Operation, *, acting_user: AnyUser) -
         old_state={"operation": locked.key, "problem": problem.problem},
         new_state={"adopted_revision": number, "target_state": problem.held.state if problem.held else None},
     )
-    return Outcome(True, f"Adopting revision {number}: its publish adopts what the target holds, then it is verified.")
+    return _resolved(
+        locked, "adopt", f"Adopting revision {number}: its publish adopts what the target holds, then it is verified."
+    )
 
 
 @transaction.atomic(savepoint=False)
@@ -115,8 +124,10 @@ def check_retry_publication(operation: Operation, *, acting_user: AnyUser, look_
         return _not_open(locked)
     do_retry_operation_now(locked, acting_user=user, reconcile=look_up)
     if look_up:
-        return Outcome(True, f"Looking {locked.key} up at the target now; what it holds there is adopted.")
-    return Outcome(True, f"Running {locked.key} again now.")
+        return _resolved(
+            locked, "look_up", f"Looking {locked.key} up at the target now; what it holds there is adopted."
+        )
+    return _resolved(locked, "retry", f"Running {locked.key} again now.")
 
 
 @transaction.atomic(savepoint=False)
@@ -159,8 +170,9 @@ def check_publish_as_next_revision(operation: Operation, *, acting_user: AnyUser
         old_state={"operation": locked.key, "revision": approved.number, "target_revision": held},
         new_state={"revision": revision.number, "payload_hash": revision.payload_hash},
     )
-    return Outcome(
-        True,
+    return _resolved(
+        locked,
+        "publish_as_next_revision",
         f"Wrote revision {revision.number} with revision {approved.number}'s approved content; "
         "it is published once an approver approves it.",
     )
@@ -176,7 +188,7 @@ def check_cancel_publication(operation: Operation, *, reason: str, acting_user: 
     if locked.status not in OPEN:
         return _not_open(locked)
     do_cancel_operation(locked, reason=f"cancelled by an operator: {reason}", acting_user=user)
-    return Outcome(True, f"Cancelled {locked.key}; the brief shows why.")
+    return _resolved(locked, "cancel", f"Cancelled {locked.key}; the brief shows why.")
 
 
 @transaction.atomic(savepoint=False)
@@ -248,7 +260,7 @@ def check_accept_drift(operation: Operation, *, reason: str, acting_user: AnyUse
         old_state={"operation": locked.key, "approved_hash": locked.payload_hash},
         new_state={"accepted_hash": conflict.conflicting_payload_hash, "reason": reason},
     )
-    return Outcome(True, "Accepted: the site keeps what it shows; later checks compare with it.")
+    return _resolved(locked, "accept_drift", "Accepted: the site keeps what it shows; later checks compare with it.")
 
 
 @transaction.atomic(savepoint=False)
@@ -288,8 +300,10 @@ def check_republish_approved(operation: Operation, *, acting_user: AnyUser) -> O
         old_state={"operation": locked.key, "live_hash": conflict.conflicting_payload_hash},
         new_state={"republish": enqueued.operation.key, "revision": number, "payload_hash": locked.payload_hash},
     )
-    return Outcome(
-        True, f"Republishing revision {number} over the drift ({enqueued.operation.key}); then it is verified."
+    return _resolved(
+        locked,
+        "republish",
+        f"Republishing revision {number} over the drift ({enqueued.operation.key}); then it is verified.",
     )
 
 
@@ -349,8 +363,9 @@ def check_adopt_drift(operation: Operation, *, acting_user: AnyUser) -> Outcome:
         old_state={"operation": locked.key, "approved_hash": locked.payload_hash},
         new_state={"revision": revision.number, "payload_hash": revision.payload_hash, "live_hash": drift.hash},
     )
-    return Outcome(
-        True,
+    return _resolved(
+        locked,
+        "adopt_drift",
         f"Adopted what the site shows as revision {revision.number}, its text as plain paragraphs (the site's "
         "formatting is not kept: edit the revision to restore it); it waits for approval.",
     )
