@@ -5,9 +5,10 @@ the server's logging), migrates it, starts two reference targets (+0 ms and +50 
 runs the figures named by BENCH_ONLY, printing one table at the end. Sizes come from BENCH_* variables
 (see support.Sizes; printed at the start). The figures:
 
-- throughput.py   (a) Galley verified publications/s through qcluster (+0 ms, +50 ms) and run_worker,
-                  (b) the psycopg ceiling, (c) django-q2 and (d) Procrastinate no-op jobs/s, interleaved,
-                  with CPU and transactions per unit;
+- throughput.py   (a) Galley verified publications/s through qcluster (+0 ms, +50 ms) and run_worker on
+                  one channel, and through qcluster on three channels (per channel-publication and per
+                  story), (b) the psycopg ceiling, (c) django-q2 and (d) Procrastinate no-op jobs/s,
+                  interleaved, with CPU and transactions per unit;
 - roundtrips.py   round trips and transactions per publication, from PostgreSQL's statement log;
 - latency.py      (e) approval → published p50/p95 at 20 approvals/s through qcluster;
 - pages.py        (f) dashboard and brief list p95 and query counts with 100k briefs;

@@ -6,8 +6,9 @@ reads them.
 - briefs: a brief (public id from the brief number sequence), its revisions 1..k (payload {"body", "title"},
   payload_hash = sha256 of the canonical JSON, checked against publishing.hashing afterwards), and by status:
   in review / drafting (revisions only), changes requested (that decision on the latest revision), published
-  (an approval of the latest revision, its verified publication, the publish and verify operations that
-  succeeded with one attempt each and the verify → publish edge, and published_revision_number).
+  (an approval of the latest revision frozen to the primary channel, its verified publication there, the
+  publish and verify operations that succeeded with one attempt each and the verify → publish edge, and
+  published_revision_number).
 - finished operations: publish/verify pairs that succeeded, with their attempts and dependency edges.
 - pending operations: what enqueue_operation inserts for a fresh intent.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import psycopg
 
 from publishing.hashing import payload_hash, source_hash
+from publishing.identities import PRIMARY_CHANNEL
 
 # Payloads are built in SQL as canonical JSON text: keys sorted ("body" < "title"), no whitespace, plain
 # ASCII (to_json escapes exactly as json.dumps(ensure_ascii=False) does for it). check_payload_hashes
@@ -26,9 +28,10 @@ TOPICS = ["harbour", "election", "budget", "railway", "festival", "drought", "mu
 
 # One in 20 briefs by number: 2 drafting (no revision yet), 6 in review, 2 changes requested, 10 published.
 STATUSES = ["drafting"] * 2 + ["in_review"] * 6 + ["changes_requested"] * 2 + ["published"] * 10
-OPERATION_COLUMNS = """(key, kind, payload_hash, subject_type, subject_id, subject_version, arguments, status,
-    attempts, waits, max_attempts, next_attempt_at, deadline, lease_owner, fencing_token, last_error_kind,
+OPERATION_COLUMNS = """(key, kind, payload_hash, subject_type, subject_id, subject_version, channel, arguments,
+    status, attempts, waits, max_attempts, next_attempt_at, deadline, lease_owner, fencing_token, last_error_kind,
     last_error_message, needs_operator, result, created_at, updated_at, finished_at)"""
+PRIMARY_CHANNEL_ID = "(SELECT id FROM publishing_channel WHERE slug = %(channel)s)"
 
 
 def insert_briefs(
@@ -92,7 +95,7 @@ def _decide_and_publish(conn: psycopg.Connection, *, first: int, last: int, appr
         WHERE b.id BETWEEN %(first)s AND %(last)s AND b.status IN ('changes_requested', 'published')
         ORDER BY r.brief_id, r.number DESC
     """
-    params = {"first": first, "last": last, "approver": approver_id}
+    params = {"first": first, "last": last, "approver": approver_id, "channel": PRIMARY_CHANNEL}
     conn.execute(
         f"""
         INSERT INTO approvals_approval (revision_id, payload_hash, decision, approver_id, comment, created_at)
@@ -104,9 +107,19 @@ def _decide_and_publish(conn: psycopg.Connection, *, first: int, last: int, appr
     )
     conn.execute(
         f"""
+        INSERT INTO approvals_approvalchannel (approval_id, channel_id, added_by_id, created_at)
+        SELECT a.id, {PRIMARY_CHANNEL_ID}, NULL, a.created_at
+        FROM approvals_approval a JOIN publishing_revision r ON r.id = a.revision_id
+        WHERE r.brief_id BETWEEN %(first)s AND %(last)s AND a.decision = 'approved'
+        """,  # type: ignore[arg-type]
+        params,
+    )
+    conn.execute(
+        f"""
         INSERT INTO publishing_publication
-            (brief_id, revision_id, operation_key, payload_hash, external_id, permalink, created_at, verified_at)
-        SELECT brief_id, id, 'publish:' || public_id || ':revision-' || number, payload_hash,
+            (brief_id, revision_id, channel_id, operation_key, payload_hash, external_id, permalink, created_at,
+             verified_at)
+        SELECT brief_id, id, {PRIMARY_CHANNEL_ID}, 'publish:' || public_id || ':revision-' || number, payload_hash,
                'pub-' || id, 'http://127.0.0.1:8001/articles/pub-' || id,
                created_at + interval '2 minutes', created_at + interval '2 minutes 1 second'
         FROM ({latest}) AS latest WHERE status = 'published'
@@ -124,8 +137,8 @@ def _decide_and_publish(conn: psycopg.Connection, *, first: int, last: int, appr
 
 def _insert_succeeded_pairs(conn: psycopg.Connection, source: str, params: dict[str, object]) -> None:
     """A publish and a verify operation per row of `source` (public_id, number, payload_hash, external_id,
-    permalink, created_at, verified_at), both succeeded with one attempt each, and the verify → publish edge.
-    In the caller's transaction."""
+    permalink, created_at, verified_at), both succeeded on the primary channel with one attempt each (its
+    keys are the unextended ones), and the verify → publish edge. In the caller's transaction."""
     # The planner has no statistics on rows this transaction wrote: without this it may join the new
     # operations to themselves (the dependency edges) by nested loop, quadratic in their number.
     conn.execute("SET LOCAL enable_nestloop = off")
@@ -135,7 +148,7 @@ def _insert_succeeded_pairs(conn: psycopg.Connection, source: str, params: dict[
         ops AS (
             INSERT INTO workers_operation {OPERATION_COLUMNS}
             SELECT 'publish:' || public_id || ':revision-' || number, 'publish', payload_hash, 'brief', public_id,
-                   number, jsonb_build_object('revision', number), 'succeeded', 1, 0, 8,
+                   number, %(channel)s, jsonb_build_object('revision', number), 'succeeded', 1, 0, 8,
                    created_at - interval '1 minute',
                    created_at + interval '1 day', '', 1, '', '', false,
                    jsonb_build_object('external_id', external_id, 'permalink', permalink, 'first_application', true),
@@ -143,7 +156,7 @@ def _insert_succeeded_pairs(conn: psycopg.Connection, source: str, params: dict[
             FROM s
             UNION ALL
             SELECT 'verify:' || public_id || ':revision-' || number, 'verify', payload_hash, 'brief', public_id,
-                   number, jsonb_build_object(
+                   number, %(channel)s, jsonb_build_object(
                        'revision', number, 'publish_key', 'publish:' || public_id || ':revision-' || number),
                    'succeeded', 1, 0, 8, created_at, created_at + interval '1 day', '', 1, '', '', false,
                    jsonb_build_object('permalink', permalink, 'verified_hash', payload_hash, 'title_shown', true),
@@ -163,7 +176,7 @@ def _insert_succeeded_pairs(conn: psycopg.Connection, source: str, params: dict[
         FROM ops v JOIN ops p ON p.key = v.arguments ->> 'publish_key'
         WHERE v.kind = 'verify' AND p.kind = 'publish'
         """,  # type: ignore[arg-type]
-        params,
+        {**params, "channel": PRIMARY_CHANNEL},
     )
 
 
@@ -184,15 +197,17 @@ def insert_finished_operations(conn: psycopg.Connection, *, count: int, offset: 
 
 
 def insert_pending_operations(conn: psycopg.Connection, *, kind: str, count: int, first: int = 0) -> None:
-    """`count` fresh pending operations of `kind`, as enqueue_operation writes them. One transaction."""
+    """`count` fresh pending operations of `kind` on no channel, as enqueue_operation writes them. One
+    transaction."""
     with conn.transaction():
         conn.execute(
             """
             INSERT INTO workers_operation
-                (key, kind, payload_hash, subject_type, subject_id, arguments, status, attempts, waits,
+                (key, kind, payload_hash, subject_type, subject_id, channel, arguments, status, attempts, waits,
                  max_attempts, next_attempt_at, deadline, lease_owner, fencing_token, last_error_kind,
                  last_error_message, needs_operator, created_at, updated_at)
-            SELECT %(kind)s || ':' || lpad(g::text, 7, '0'), %(kind)s, repeat('0', 64), 'bench', g::text, '{}'::jsonb,
+            SELECT %(kind)s || ':' || lpad(g::text, 7, '0'), %(kind)s, repeat('0', 64), 'bench', g::text, '',
+                   '{}'::jsonb,
                    'pending', 0, 0, 8, statement_timestamp(), statement_timestamp() + interval '1 day', '', 0, '', '',
                    false, statement_timestamp(), statement_timestamp()
             FROM generate_series(%(first)s + 1, %(first)s + %(count)s) AS g

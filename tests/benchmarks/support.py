@@ -383,16 +383,19 @@ class Target:
     process: subprocess.Popen[str]
 
 
-def start_target(logs: Path, *, latency_ms: int) -> Target:
+def start_target(logs: Path, *, latency_ms: int, name: str = "") -> Target:
+    """A reference target process with its own token and SQLite file; `name` (default `target-<n>ms`)
+    names its files in `logs`, so that several targets of one latency can run side by side."""
+    name = name or f"target-{latency_ms}ms"
     token = secrets.token_urlsafe(16)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [
         *["-m", "galley.reference_target", "--port", str(port)],
-        *["--db", str(logs / f"target-{latency_ms}ms.sqlite3"), f"--token={token}"],
+        *["--db", str(logs / f"{name}.sqlite3"), f"--token={token}"],
         *["--latency-ms", str(latency_ms)],
     ]
-    process = start(argv, env=process_env(LOG_LEVEL="WARNING"), log=logs / f"target-{latency_ms}ms.log")
+    process = start(argv, env=process_env(LOG_LEVEL="WARNING"), log=logs / f"{name}.log")
     wait_for_http(f"{url}/_health", process=process)
     return Target(latency_ms=latency_ms, url=url, token=token, process=process)
 

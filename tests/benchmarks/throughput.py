@@ -3,7 +3,13 @@ on the same PostgreSQL, and what each unit of work costs in CPU and transactions
 
 Each round runs, in this order: Galley through `qcluster` (target +0 ms), django-q2 no-op tasks, Galley
 through `qcluster` (target +50 ms), Procrastinate no-op jobs, Galley through 4 `run_worker` processes
-(target +0 ms), the psycopg ceiling.
+(target +0 ms), the psycopg ceiling, Galley through `qcluster` on three channels.
+
+Galley's rounds publish on one channel, the primary channel `web` (the settings' target), except the
+last: there two more reference targets (+0 ms) are enabled as default channels before its backlog is
+committed, so every approval fans out to three channels (publishing.selectors.channel_sets), and are
+disabled again after it. Its unit is one channel's verified publication; its stories are verified on
+all three.
 
 Every system gets the same treatment:
 - its backlog is committed first (Galley: approvals through check_decide_revision, each in its own
@@ -23,9 +29,10 @@ Every system gets the same treatment:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from tests.benchmarks import bulk
 from tests.benchmarks.noop import noop
@@ -40,6 +47,7 @@ from tests.benchmarks.support import (
     Measured,
     Monitor,
     Row,
+    Target,
     approve_revisions,
     check_alive,
     galley_env,
@@ -47,6 +55,7 @@ from tests.benchmarks.support import (
     phase,
     start_qcluster,
     start_run_workers,
+    start_target,
     tail,
     wait_for_lines,
     wait_for_qcluster,
@@ -55,6 +64,8 @@ from tests.processes import process_env, start
 
 SETTLE_SECONDS = 0.5  # after every worker said it started, before the gate opens
 RING_AFTER_SECONDS = 3.0
+FANOUT_CHANNELS = ("bench-app", "bench-partner")  # beside the primary channel in the three-channel round
+WIDTH = 1 + len(FANOUT_CHANNELS)  # the channels of that round
 
 
 # --- Galley -----------------------------------------------------------------------------------------
@@ -72,15 +83,29 @@ def commit_backlog(bench: Bench, *, count: int, label: str) -> tuple[int, int]:
     return first, last
 
 
-def galley_round(bench: Bench, *, runner: str, latency_ms: int, backlog: int, label: str) -> Measured:
-    """Verified publications of a committed backlog through `qcluster` or `run_worker` processes."""
+def galley_round(
+    bench: Bench,
+    *,
+    runner: str,
+    latency_ms: int,
+    backlog: int,
+    label: str,
+    fanout: dict[str, Target] | None = None,
+) -> Measured:
+    """Verified publications of a committed backlog through `qcluster` or `run_worker` processes, one unit
+    per channel: on the primary channel alone, or also on the `fanout` channels (by slug), which the caller
+    has enabled as default channels (fanout_channels_enabled). Fails unless every brief of the backlog is
+    published and verified exactly on those channels, each through one publish and one verify operation."""
     from django.db import connection
-    from django.db.models import Max, Min
+    from django.db.models import Count, Max, Min
 
+    from publishing.identities import PRIMARY_CHANNEL
     from publishing.models import Publication
     from workers.models import Attempt, Operation
 
     target = bench.targets[latency_ms]
+    channels = {PRIMARY_CHANNEL: target, **(fanout or {})}
+    expected = len(channels) * backlog
     committing = time.monotonic()
     first, last = commit_backlog(bench, count=backlog, label=label)
     print(f"        {backlog} approvals committed in {time.monotonic() - committing:.1f} s", flush=True)
@@ -98,7 +123,7 @@ def galley_round(bench: Bench, *, runner: str, latency_ms: int, backlog: int, la
     groups = {
         "workers": [process.pid for process, _ in children],
         "postgres": [bench.postgres.postmaster_pid()],
-        "target": [target.process.pid],
+        "target": [channel_target.process.pid for channel_target in channels.values()],
     }
     try:
         with CpuMeter(groups, exclude={monitor.pid}) as meter:
@@ -113,9 +138,9 @@ def galley_round(bench: Bench, *, runner: str, latency_ms: int, backlog: int, la
                 "SELECT count(*) FROM publishing_publication"
                 " WHERE brief_id BETWEEN %s AND %s AND verified_at IS NOT NULL",
                 [first, last],
-                until=lambda done: done >= backlog,
-                timeout=60 + backlog / 5,
-                what=f"{label}: {backlog} verified publications",
+                until=lambda done: done >= expected,
+                timeout=60 + expected / 5,
+                what=f"{label}: {expected} verified publications",
                 every=0.1,
                 check=check_alive(children),
             )
@@ -127,23 +152,81 @@ def galley_round(bench: Bench, *, runner: str, latency_ms: int, backlog: int, la
     transactions = bench.postgres.xact_commits(MAIN) - transactions_before - monitor.transactions
 
     operations = Operation.objects.filter(subject_type="brief", subject_id__in=_public_ids(first, last))
-    if operations.exclude(status="succeeded").exists() or operations.count() != 2 * backlog:
-        raise BenchError(f"{label}: not every publish and verify operation succeeded")
+    per_channel = dict(operations.values("channel").annotate(n=Count("id")).values_list("channel", "n"))
+    if operations.exclude(status="succeeded").exists() or per_channel != {slug: 2 * backlog for slug in channels}:
+        raise BenchError(f"{label}: not every publish and verify operation succeeded once per channel: {per_channel}")
+    publications = Publication.objects.filter(brief__id__range=(first, last))
+    verified_per_channel = dict(
+        publications.filter(verified_at__isnull=False)
+        .values("channel__slug")
+        .annotate(n=Count("id"))
+        .values_list("channel__slug", "n")
+    )
+    if publications.count() != expected or verified_per_channel != {slug: backlog for slug in channels}:
+        raise BenchError(f"{label}: not every brief is verified on every channel: {verified_per_channel}")
     attempts = Attempt.objects.filter(operation__in=operations)
     started = attempts.aggregate(at=Min("started_at"))["at"].timestamp()
-    verified = Publication.objects.filter(brief__id__range=(first, last)).aggregate(at=Max("verified_at"))["at"]
-    ended = verified.timestamp()
-    retries = attempts.count() - 2 * backlog
+    ended = publications.aggregate(at=Max("verified_at"))["at"].timestamp()
+    retries = attempts.count() - 2 * expected
     connection.close()
     return Measured(
-        units=backlog,
+        units=expected,
         seconds=ended - started,
         cpu_workers=meter.seconds("workers", started, ended),
         cpu_postgres=meter.seconds("postgres", started, ended),
         cpu_target=meter.seconds("target", started, ended),
-        transactions=(transactions - rang) / backlog,
-        extra={"retries": retries, "rang": int(rang)},
+        transactions=(transactions - rang) / expected,
+        extra={"retries": retries, "rang": int(rang), "stories": backlog},
     )
+
+
+def start_fanout_channels(bench: Bench, targets: dict[str, Target]) -> None:
+    """A reference target (+0 ms) for each of FANOUT_CHANNELS (into `targets`, by slug), registered as a
+    default channel with its token sealed as an operator's would be, and left disabled until the
+    three-channel round."""
+    from django.db import connection
+
+    from publishing.credentials import seal
+    from publishing.models import Channel
+
+    for slug in FANOUT_CHANNELS:
+        targets[slug] = target = start_target(bench.logs, latency_ms=0, name=f"target-{slug}")
+        Channel.objects.create(
+            slug=slug,
+            name=slug.replace("-", " ").title(),
+            base_url=target.url,
+            secret_sealed=seal(target.token),
+            is_default=True,
+            enabled=False,
+        )
+    connection.close()
+
+
+@contextlib.contextmanager
+def fanout_channels_enabled() -> Iterator[None]:
+    """FANOUT_CHANNELS enabled for one round, disabled after it even if it fails, so that every other
+    approval of the bench goes to the primary channel alone. Disabled, not deleted: the round's operations
+    and publications keep their reference to them."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from publishing.models import Channel
+
+    def enable(on: bool) -> None:
+        Channel.objects.filter(slug__in=FANOUT_CHANNELS).update(enabled=on, updated_at=timezone.now())
+        connection.close()
+
+    enable(True)
+    try:
+        yield
+    finally:
+        enable(False)
+
+
+def fanout_round(bench: Bench, *, targets: dict[str, Target], backlog: int, label: str) -> Measured:
+    """The qcluster +0 ms round with every approval fanned out to the primary channel and FANOUT_CHANNELS."""
+    with fanout_channels_enabled():
+        return galley_round(bench, runner="qcluster", latency_ms=0, backlog=backlog, label=label, fanout=targets)
 
 
 def ring_if_idle(monitor: Monitor, first: int, last: int) -> bool:
@@ -333,13 +416,24 @@ def ceiling_round(bench: Bench, *, jobs: int, offset: int) -> Measured:
 # --- the rounds and their rows ----------------------------------------------------------------------
 
 GALLEY_Q0, GALLEY_Q50, GALLEY_RW0 = "galley-qcluster-0ms", "galley-qcluster-50ms", "galley-run_worker-0ms"
+GALLEY_FANOUT = f"galley-qcluster-0ms-{WIDTH}-channels"
 DJANGOQ, PROCRASTINATE_ROW, CEILING_ROW = "django-q2", "procrastinate", "ceiling"
 
 
 def run(bench: Bench) -> list[Row]:
+    fanout: dict[str, Target] = {}
+    try:
+        start_fanout_channels(bench, fanout)
+        return run_rounds(bench, fanout)
+    finally:
+        for target in fanout.values():
+            halt(target.process)
+
+
+def run_rounds(bench: Bench, fanout: dict[str, Target]) -> list[Row]:
     sizes = bench.sizes
     rounds: dict[str, list[Measured]] = {
-        name: [] for name in (GALLEY_Q0, DJANGOQ, GALLEY_Q50, PROCRASTINATE_ROW, GALLEY_RW0, CEILING_ROW)
+        name: [] for name in (GALLEY_Q0, DJANGOQ, GALLEY_Q50, PROCRASTINATE_ROW, GALLEY_RW0, CEILING_ROW, GALLEY_FANOUT)
     }
     steps: list[tuple[str, Callable[[int], Measured]]] = [
         (
@@ -357,6 +451,7 @@ def run(bench: Bench) -> list[Row]:
             lambda r: galley_round(bench, runner="run_worker", latency_ms=0, backlog=sizes.backlog, label=f"rw0-r{r}"),
         ),
         (CEILING_ROW, lambda r: ceiling_round(bench, jobs=sizes.ceiling_jobs, offset=r * sizes.ceiling_jobs)),
+        (GALLEY_FANOUT, lambda r: fanout_round(bench, targets=fanout, backlog=sizes.backlog, label=f"q0x{WIDTH}-r{r}")),
     ]
     for number in range(sizes.rounds):
         for name, step in steps:
@@ -386,12 +481,19 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
     def cpu(name: str) -> list[float]:
         return [m.cpu_ms_per_unit for m in rounds[name]]
 
-    retries = sum(m.extra.get("retries", 0) for name in (GALLEY_Q0, GALLEY_Q50, GALLEY_RW0) for m in rounds[name])
-    rang = sum(m.extra.get("rang", 0) for name in (GALLEY_Q0, GALLEY_Q50) for m in rounds[name])
+    def stories(name: str) -> list[float]:
+        return [m.extra["stories"] / m.seconds for m in rounds[name]]
+
+    galleys = (GALLEY_Q0, GALLEY_Q50, GALLEY_RW0, GALLEY_FANOUT)
+    qclusters = (GALLEY_Q0, GALLEY_Q50, GALLEY_FANOUT)
+    retries = sum(m.extra.get("retries", 0) for name in galleys for m in rounds[name])
+    rang = sum(m.extra.get("rang", 0) for name in qclusters for m in rounds[name])
     section = (
         f"throughput: backlog {sizes.backlog} approvals / {sizes.noop_jobs} no-op jobs / "
-        f"{sizes.ceiling_jobs} ceiling jobs per round, {sizes.workers} workers"
+        f"{sizes.ceiling_jobs} ceiling jobs per round, {sizes.workers} workers; Galley on one channel "
+        f"unless a row says {WIDTH} channels"
     )
+    fanned = f"qcluster +0 ms, {WIDTH} channels"
     return [
         Row(
             "(a) Galley verified publications/s: qcluster, target +0 ms",
@@ -400,7 +502,7 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
             section=section,
             note=f"retried attempts over all Galley rounds: {retries}; qcluster rounds in which no claim followed "
             f"the gate within {RING_AFTER_SECONDS:.0f} s, so the bench enqueued one drain task: {rang} of "
-            f"{2 * len(rounds[GALLEY_Q0])}",
+            f"{sum(len(rounds[name]) for name in qclusters)}",
         ),
         Row(
             "(a) Galley verified publications/s: qcluster, target +50 ms",
@@ -409,6 +511,24 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
             goal=Goal(100, at_most=False, unit="/s"),
         ),
         Row(f"(a) Galley verified publications/s: {sizes.workers} run_worker, target +0 ms", rates(GALLEY_RW0), "/s"),
+        Row(
+            f"(a) Galley verified channel-publications/s: {fanned}",
+            rates(GALLEY_FANOUT),
+            "/s",
+            note=f"every approval goes to web and {' and '.join(FANOUT_CHANNELS)} (reference targets +0 ms); "
+            "a channel-publication is one story published and verified on one channel",
+        ),
+        Row(f"  verified stories/s, each verified on all {WIDTH} channels", stories(GALLEY_FANOUT), "/s"),
+        Row(
+            f"  channel-publications/s, {WIDTH} channels ÷ one channel's publications/s (qcluster +0 ms, per round)",
+            paired(GALLEY_FANOUT, GALLEY_Q0, lambda m: m.rate),
+            "x",
+        ),
+        Row(
+            f"  stories/s, {WIDTH} channels ÷ one channel's publications/s (qcluster +0 ms, per round)",
+            [rate / m.rate for rate, m in zip(stories(GALLEY_FANOUT), rounds[GALLEY_Q0], strict=True)],
+            "x",
+        ),
         Row(f"(b) psycopg claim + fenced complete, {sizes.workers} processes (ceiling)", rates(CEILING_ROW), "jobs/s"),
         Row(f"(c) django-q2 no-op tasks, {sizes.workers} workers", rates(DJANGOQ), "tasks/s"),
         Row(f"(d) Procrastinate no-op jobs, {sizes.workers} processes", rates(PROCRASTINATE_ROW), "jobs/s"),
@@ -443,6 +563,12 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
             "ms",
         ),
         Row(f"Galley CPU per verified publication, {sizes.workers} run_worker +0 ms", cpu(GALLEY_RW0), "ms"),
+        Row(f"Galley CPU per verified channel-publication, {fanned}", cpu(GALLEY_FANOUT), "ms"),
+        Row(
+            "  ÷ CPU per verified publication, one channel (qcluster +0 ms, per round)",
+            paired(GALLEY_FANOUT, GALLEY_Q0, lambda m: m.cpu_ms_per_unit),
+            "x",
+        ),
         Row("psycopg ceiling CPU per job", cpu(CEILING_ROW), "ms"),
         Row("django-q2 CPU per no-op task", cpu(DJANGOQ), "ms"),
         Row("Procrastinate CPU per no-op job", cpu(PROCRASTINATE_ROW), "ms"),
@@ -460,6 +586,16 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
         ),
         Row(
             "transactions per verified publication, run_worker +0 ms", [m.transactions for m in rounds[GALLEY_RW0]], ""
+        ),
+        Row(
+            f"transactions per verified channel-publication, {fanned}",
+            [m.transactions for m in rounds[GALLEY_FANOUT]],
+            "",
+        ),
+        Row(
+            "  ÷ transactions per verified publication, one channel (qcluster +0 ms, per round)",
+            paired(GALLEY_FANOUT, GALLEY_Q0, lambda m: m.transactions),
+            "x",
         ),
         Row("transactions per django-q2 no-op task", [m.transactions for m in rounds[DJANGOQ]], ""),
         Row("transactions per Procrastinate no-op job", [m.transactions for m in rounds[PROCRASTINATE_ROW]], ""),
