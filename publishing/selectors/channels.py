@@ -201,3 +201,14 @@ def count_published_on(brief: Brief) -> PublishedOn:
     return PublishedOn(
         published=getattr(brief, "receipt_published", 0) or 0, channels=getattr(brief, "receipt_channels", 0) or 0
     )
+
+
+def list_channels() -> QuerySet[Channel]:
+    """Every channel, the settings' one first (Channel.Meta.ordering); its credentials are the
+    caller's to leave out."""
+    return Channel.objects.only("slug", "name", "kind", "enabled", "is_default", "from_settings")
+
+
+def list_brief_channel_slugs(brief: Brief) -> list[str]:
+    """The brief's channels (where its next approval publishes), by slug."""
+    return list(brief.channels.order_by("-from_settings", "slug").values_list("slug", flat=True))
