@@ -131,12 +131,13 @@ def get_channel_receipts(brief: Brief, number: int | None = None) -> list[Channe
             Q(subject_version=version), subject_type="brief", subject_id=brief.public_id, kind__in=(PUBLISH, VERIFY)
         ).order_by("id")
     )
-    publishes = {op.channel: op for op in operations if op.kind == PUBLISH}
+    # Publish and verify operations written before channels existed name none: they were the primary's.
+    publishes = {op.channel or PRIMARY_CHANNEL: op for op in operations if op.kind == PUBLISH}
     if not publishes:
         return []
     revision = revision_number(next(iter(publishes.values())))
     # The newest verify per channel: a republish after a resolved conflict verifies again.
-    verifies = {op.channel: op for op in operations if op.kind == VERIFY}
+    verifies = {op.channel or PRIMARY_CHANNEL: op for op in operations if op.kind == VERIFY}
     there = _on_channels(brief, revision, list(publishes))
     receipts = [
         _receipt(slug, revision, publish, verifies.get(slug), there.get(slug) or _OnChannel(slug))
