@@ -262,3 +262,19 @@ def test_revision_page__keeps_the_primary_publication_card_beside_the_receipts(
 
     assert 'id="publication" data-state="publishing"' in page
     assert 'data-channel="newsletter" data-state="queued"' in page
+
+
+def test_revision_page__keeps_polling_while_another_channel_is_under_way(
+    client, editor, brief, revision, revise, channels
+):
+    move(send(revision, PRIMARY_CHANNEL), S.SUCCEEDED)
+    publication(revision, PRIMARY_CHANNEL, verified=True)
+    partner = send(revision, "partner-feed")
+    revise(brief, "Dockers walked out at dawn, in the rain.")  # revision 1 is no longer current
+    client.force_login(editor)
+    live = f"/briefs/{brief.public_id}/revisions/1/live/"
+
+    assert client.get(live, **HTMX).status_code == 200  # the partner feed may still change
+    move(partner, S.SUCCEEDED)
+    publication(revision, "partner-feed", verified=True)
+    assert client.get(live, **HTMX).status_code == 286  # nothing left to change: htmx stops polling
