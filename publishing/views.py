@@ -38,7 +38,7 @@ from publishing.middleware import check_form_text, checks_own_form_text
 from publishing.models import Brief, Draft
 from publishing.roles import Role, can_view, require_role
 from publishing.selectors.briefs import access_brief, list_briefs
-from publishing.selectors.channels import get_channel_receipts
+from publishing.selectors.channels import get_channel_receipts, tally_receipts
 from publishing.selectors.drafts import get_draft_state, get_other_holder, list_presences
 from publishing.selectors.drift import get_drift_notice
 from publishing.selectors.preview import get_story_preview
@@ -146,13 +146,15 @@ def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
     from one read of the brief, so that the page and each poll show one state, never one region
     ahead of another."""
     latest = get_latest_revision(brief)
+    receipts = get_channel_receipts(brief)
     return {
         "brief": brief,
         "latest": latest,
         # Revisions are numbered 1… with no gap (list_revision_numbers): the latest says them all.
         "revision_numbers": list(range(latest.number, 0, -1)) if latest is not None else [],
         "badge": list_brief_badges([(brief, latest.number if latest else None)])[brief.pk],
-        "receipts": get_channel_receipts(brief),
+        "receipts": receipts,
+        "published_on": tally_receipts(receipts),
         "pipeline": get_pipeline_view(brief),
         "timeline": get_brief_timeline(brief, viewer=request.user),
         "presences": list_presences(brief, viewer=request.user),

@@ -175,8 +175,11 @@ def with_publication_counts(briefs: QuerySet[Brief]) -> QuerySet[Brief]:
 
 
 def only_partly_published(briefs: QuerySet[Brief]) -> QuerySet[Brief]:
-    """The briefs whose newest sent revision is published on some of its channels but not all."""
-    counted = with_publication_counts(briefs)
+    """The briefs whose newest sent revision is published on some of its channels but not all. Only
+    briefs with a verified publication are counted (a semi-join on the publications), so the count's
+    probes run for published briefs, not for every brief."""
+    verified = Publication.objects.filter(verified_at__isnull=False).values("brief_id")
+    counted = with_publication_counts(briefs.filter(pk__in=verified))
     return counted.filter(Q(receipt_published__gte=1) & Q(receipt_published__lt=F("receipt_channels")))
 
 
@@ -192,6 +195,11 @@ class PublishedOn:
     def __str__(self) -> str:
         noun = "channel" if self.channels == 1 else "channels"
         return f"published on {self.published} of {self.channels} {noun}"
+
+
+def tally_receipts(receipts: list[ChannelReceipt]) -> PublishedOn:
+    """On how many of the channels in these receipts (one revision's) it is published (verified)."""
+    return PublishedOn(published=sum(r.state == VERIFIED for r in receipts), channels=len(receipts))
 
 
 def count_published_on(brief: Brief) -> PublishedOn:

@@ -248,6 +248,7 @@ def test_brief_page__receipts_card_per_channel__redrawn_by_the_live_poll(client,
     assert re.search(receipt.format("partner-feed", "verified"), later)
     assert re.search(receipt.format("newsletter", "queued"), later)
     assert 'id="channel-receipts"' in page
+    assert "Published on 1 of 3 channels." in later
     assert "http://partner-feed.example/story/1" in later
 
 
