@@ -17,6 +17,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from approvals.api import router as decisions_router
 from publishing.api.briefs import router as briefs_router
+from publishing.api.channels import router as channels_router
 from publishing.api.common import PROBLEM_CONTENT_TYPE, TokenAuth, problem_response, refusal_response
 from publishing.api.operations import router as operations_router
 from publishing.errors import GalleyError
@@ -52,6 +53,7 @@ api = GalleyAPI(
 api.add_router("", briefs_router)
 api.add_router("", decisions_router)
 api.add_router("", operations_router)
+api.add_router("", channels_router)
 
 
 def api_urls() -> tuple[list[Any], str, str]:

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
@@ -34,7 +35,12 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from publishing.roles import Role, has_role
-from publishing.selectors.metrics import get_publish_latency_histogram, list_ai_token_totals
+from publishing.selectors.metrics import (
+    ChannelFigures,
+    get_publish_latency_histogram,
+    list_ai_token_totals,
+    list_channel_figures,
+)
 from workers.selectors import (
     get_queue_summary,
     list_attempt_totals,
@@ -181,6 +187,8 @@ class DatabaseCollector(Collector):
             )
         yield queue_time
 
+        yield from self._per_channel()
+
         tokens = CounterMetricFamily(
             "galley_ai_tokens",
             "AI tokens the summary steps' kept attempts used, by step, model and kind (prompt, completion).",
@@ -198,6 +206,54 @@ class DatabaseCollector(Collector):
             buckets=[*buckets, ("+Inf", histogram.count)],
             sum_value=histogram.sum_seconds,
         )
+
+    def _per_channel(self) -> Iterator[Metric]:
+        """Each channel's figures, all from one statement (publishing.selectors.metrics.list_channel_figures)."""
+        figures = list_channel_figures()
+        now = timezone.now()
+
+        def oldest(channel: ChannelFigures) -> float:
+            age = channel.oldest_queued_age(now)
+            return age.total_seconds() if age is not None else 0.0
+
+        families: tuple[tuple[type[GaugeMetricFamily | CounterMetricFamily], str, str, Callable[..., float]], ...] = (
+            (
+                GaugeMetricFamily,
+                "galley_channel_queue_depth",
+                "Pending or retrying operations, by channel.",
+                lambda c: c.queued,
+            ),
+            (
+                GaugeMetricFamily,
+                "galley_channel_oldest_pending_age_seconds",
+                "Age of the oldest pending or retrying operation, by channel (0 when none).",
+                oldest,
+            ),
+            (
+                CounterMetricFamily,
+                "galley_channel_sends",
+                "Publish attempts kept, waits included, by channel.",
+                lambda c: c.sends,
+            ),
+            (
+                CounterMetricFamily,
+                "galley_channel_waits",
+                'Tries the channel answered "wait" (throttled, in progress), on operations kept, by channel.',
+                lambda c: c.waits,
+            ),
+            (GaugeMetricFamily, "galley_channel_dead_letters", "Dead operations kept, by channel.", lambda c: c.dead),
+            (
+                GaugeMetricFamily,
+                "galley_channel_conflicts",
+                "Operations stopped on a conflict, by channel.",
+                lambda c: c.conflicts,
+            ),
+        )
+        for family_type, name, help_text, value in families:
+            family = family_type(name, help_text, labels=["channel"])
+            for channel in figures:
+                family.add_metric([channel.channel], value(channel))
+            yield family
 
 
 class WebProcessCollector(Collector):

@@ -95,3 +95,8 @@ class RevisionForm(forms.Form):
 class BriefFilterForm(forms.Form):
     q = forms.CharField(required=False, label="Search")
     status = forms.ChoiceField(choices=[("", "Any status"), *Brief.Status.choices], required=False)
+    publication = forms.ChoiceField(
+        choices=[("", "Any publication"), ("partial", "Published on some channels, not all")],
+        required=False,
+        label="Channels",
+    )

@@ -87,17 +87,21 @@ _STOPPED = {
 }
 
 
-def _stopped(operation: Operation) -> Told:
+def tell_stopped(operation: Operation) -> Told:
+    """Why a publish or verify stopped for an operator (dead or in conflict), with the next step."""
     wording = _STOPPED.get(operation.last_error_kind, "Publishing stopped{reason}")
     sentence = wording.format(reason=_reason(operation), deadline=_clock(operation.deadline))
     return Told(sentence, ASK_AN_OPERATOR, STUCK)
 
 
+def tell_retrying(operation: Operation) -> str:
+    """What a publish or verify waiting to retry (retry_wait) waits for, in plain words."""
+    return _RETRYING.get(operation.last_error_kind) or f"Sending the story failed{_reason(operation)}"
+
+
 def _under_way(operation: Operation, publication: Publication | None) -> Told:
-    waiting_for = _RETRYING.get(operation.last_error_kind)
     if operation.status == OperationStatus.RETRY_WAIT and operation.last_error_kind:
-        waiting_for = waiting_for or f"Sending the story failed{_reason(operation)}"
-        return Told(f"{waiting_for}; Galley retries until {_clock(operation.deadline)}", NOTHING_TO_DO)
+        return Told(f"{tell_retrying(operation)}; Galley retries until {_clock(operation.deadline)}", NOTHING_TO_DO)
     if operation.kind == VERIFY or publication is not None:
         return Told("On the website; Galley is checking that it shows the approved text", NOTHING_TO_DO)
     return Told("Sending the story to the website", NOTHING_TO_DO)
@@ -110,7 +114,7 @@ def tell_publication(state: str, *, publication: Publication | None, operations:
     if state == "published" and publication is not None:
         return Told(f"Published and checked at {_clock(publication.verified_at)}", tone=DONE)
     if stuck is not None:
-        return _stopped(stuck)
+        return tell_stopped(stuck)
     if state == "publishing":
         unfinished = [op for op in operations if op.status != OperationStatus.SUCCEEDED]
         return _under_way(unfinished[-1] if unfinished else operations[-1], publication)

@@ -38,6 +38,7 @@ from publishing.middleware import check_form_text, checks_own_form_text
 from publishing.models import Brief, Draft
 from publishing.roles import Role, can_view, require_role
 from publishing.selectors.briefs import access_brief, list_briefs
+from publishing.selectors.channels import get_channel_receipts, tally_receipts
 from publishing.selectors.drafts import get_draft_state, get_other_holder, list_presences
 from publishing.selectors.drift import get_drift_notice
 from publishing.selectors.preview import get_story_preview
@@ -69,17 +70,27 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 def _dashboard_context(request: HttpRequest) -> dict[str, Any]:
     filters = BriefFilterForm(request.GET or None)
-    query, status = "", ""
+    query, status, partly = "", "", False
     if filters.is_valid():
         query, status = filters.cleaned_data["q"], filters.cleaned_data["status"]
+        partly = filters.cleaned_data["publication"] == "partial"
     # The selector's aggregate (latest revision number) makes Django drop Meta.ordering, and
     # pages of an unordered list overlap and skip rows: order explicitly, newest first.
-    briefs = list_briefs(query=query, status=status)
+    briefs = list_briefs(query=query, status=status, partly_published=partly)
     page = Paginator(briefs, BRIEFS_PER_PAGE).get_page(request.GET.get("page"))
     # list_briefs annotates each brief of a page with its latest revision number.
     badges = list_brief_badges((brief, getattr(brief, "latest_revision_number", None)) for brief in page)
     rows = [(brief, badges[brief.pk]) for brief in page]
-    return {"page": page, "rows": rows, "filters": filters, "live_query": request.GET.urlencode()}
+    # The pagination links keep every filter.
+    kept = request.GET.copy()
+    kept.pop("page", None)
+    return {
+        "page": page,
+        "rows": rows,
+        "filters": filters,
+        "live_query": request.GET.urlencode(),
+        "filter_query": f"{kept.urlencode()}&" if kept else "",
+    }
 
 
 @live_partial("publishing:dashboard")
@@ -131,15 +142,19 @@ def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 
 def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
     """Every region of the brief page that can change — title, status, source and the editor's
-    next step, the revision links, the summary pipeline, the timeline — from one read of the brief,
-    so that the page and each poll show one state, never one region ahead of another."""
+    next step, the revision links, the receipt per channel, the summary pipeline, the timeline —
+    from one read of the brief, so that the page and each poll show one state, never one region
+    ahead of another."""
     latest = get_latest_revision(brief)
+    receipts = get_channel_receipts(brief)
     return {
         "brief": brief,
         "latest": latest,
         # Revisions are numbered 1… with no gap (list_revision_numbers): the latest says them all.
         "revision_numbers": list(range(latest.number, 0, -1)) if latest is not None else [],
         "badge": list_brief_badges([(brief, latest.number if latest else None)])[brief.pk],
+        "receipts": receipts,
+        "published_on": tally_receipts(receipts),
         "pipeline": get_pipeline_view(brief),
         "timeline": get_brief_timeline(brief, viewer=request.user),
         "presences": list_presences(brief, viewer=request.user),
@@ -218,8 +233,8 @@ def _render_revision_page(
 
 def _revision_live_context(page: RevisionPage) -> dict[str, Any]:
     # While it is current, a decision, a publish or a newer revision may come any moment; once a
-    # newer one exists, only a publish still under way can change what the page shows.
-    live = page.publication_state.in_progress or page.is_current
+    # newer one exists, only a publish still under way (on any channel) can change what the page shows.
+    live = page.publication_state.in_progress or page.is_current or any(r.in_progress for r in page.receipts)
     return {**page.as_context(), "live": live}
 
 

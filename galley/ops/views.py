@@ -25,7 +25,7 @@ from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY
 from publishing.live import Partial, live_partial
 from publishing.roles import Role, require_role
 from publishing.selectors.briefs import list_headlines
-from publishing.selectors.metrics import list_publish_latency_per_minute
+from publishing.selectors.metrics import list_channel_figures, list_publish_latency_per_minute
 from workers.models import Attempt, Operation, OperationStatus
 from workers.selectors import (
     MinuteCount,
@@ -191,6 +191,9 @@ def ops(request: HttpRequest) -> HttpResponse:
         "attempt_totals": [(label, total) for label, _, total in attempt_series],
         "charts": charts,
         **_problem_lists(),
+        "channel_rows": [
+            (channel, duration(channel.oldest_queued_age(timezone.now()))) for channel in list_channel_figures()
+        ],
         "window_minutes": WINDOW_MINUTES,
     }
     return render(request, "ops/ops.html", context)

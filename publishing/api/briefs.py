@@ -12,6 +12,7 @@ from ninja import Field, Path, Query, Router, Schema
 
 from publishing.actions.briefs import check_create_brief, check_update_source_material
 from publishing.actions.revisions import check_create_revision, check_use_suggestion
+from publishing.api.channels import ChannelReceiptOut, receipt_out
 from publishing.api.common import (
     CURSOR,
     NO_NUL,
@@ -28,6 +29,7 @@ from publishing.errors import PermissionRefused
 from publishing.models import Brief, BriefStatus, Publication, Revision, SummaryRun
 from publishing.roles import can_view
 from publishing.selectors.briefs import BRIEF_LIST_ORDER, access_brief
+from publishing.selectors.channels import get_channel_receipts, list_brief_channel_slugs
 from publishing.selectors.publications import get_publication_state
 from publishing.selectors.revisions import get_latest_revision, get_revision, list_revisions
 from publishing.selectors.summaries import get_pipeline_view
@@ -87,6 +89,11 @@ class BriefDetailOut(BriefOut):
         description="The latest summary run's draft when an editor wrote a revision first, so that it was "
         'offered instead of written (the web UI\'s "AI suggestion").',
     )
+    channels: list[str] = Field(description="Where its next approval publishes: the channels' slugs.")
+    receipts: list[ChannelReceiptOut] = Field(
+        description="The newest revision an approval sent: one receipt per channel it was sent to (its approval "
+        "froze that set); empty before any was sent."
+    )
 
 
 class SourceMaterialIn(BodyIn):
@@ -144,6 +151,12 @@ class RevisionOut(Schema):
     payload_hash: str
     author: str
     created_at: datetime
+
+
+class RevisionDetailOut(RevisionOut):
+    receipts: list[ChannelReceiptOut] = Field(
+        description="One per channel an approval sent this revision to; empty when none did."
+    )
 
 
 class RevisionPage(Schema):
@@ -209,6 +222,8 @@ def brief_out(
             source_material=brief.source_material,
             source_hash=brief.source_hash,
             suggestion=suggestion,
+            channels=list_brief_channel_slugs(brief),
+            receipts=[receipt_out(receipt) for receipt in get_channel_receipts(brief)],
         )
     return out
 
@@ -389,10 +404,15 @@ def create_revision(
     return idempotent_post(request, idempotency_key, write)
 
 
-@router.get("/briefs/{brief_id}/revisions/{number}", response={200: RevisionOut, **PROBLEMS}, summary="Get a revision")
-def get_brief_revision(request: HttpRequest, brief_id: BriefId, number: RevisionNumber) -> RevisionOut:
+@router.get(
+    "/briefs/{brief_id}/revisions/{number}", response={200: RevisionDetailOut, **PROBLEMS}, summary="Get a revision"
+)
+def get_brief_revision(request: HttpRequest, brief_id: BriefId, number: RevisionNumber) -> RevisionDetailOut:
+    """The revision, with its receipt on each channel an approval sent it to."""
     brief = access_brief(brief_id, acting_user=_user(request))
-    return revision_out(get_revision(brief, number), public_id=brief.public_id)
+    revision = get_revision(brief, number)
+    receipts = [receipt_out(receipt) for receipt in get_channel_receipts(brief, revision.number)]
+    return RevisionDetailOut(**revision_out(revision, public_id=brief.public_id).model_dump(), receipts=receipts)
 
 
 @router.get(

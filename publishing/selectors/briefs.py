@@ -11,6 +11,7 @@ from django.db.models.functions import Upper
 from publishing.errors import NotFound, PermissionRefused
 from publishing.models import Brief, Revision, current_headline
 from publishing.roles import AnyUser, can_view
+from publishing.selectors.channels import only_partly_published, with_publication_counts
 
 
 def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) -> Brief:
@@ -38,7 +39,9 @@ class BriefList:
     order, the status filter and the searched columns are all in it, so each row OFFSET skips
     costs an index entry, not a table row, a join and a subquery); then only those rows, with
     their author, their latest revision number and their current headline (probes into the
-    (brief, number) unique index). A plain queryset computes all of that for every row it skips.
+    (brief, number) unique index), and on how many of its channels each is published
+    (publishing.selectors.channels.with_publication_counts). A plain queryset computes all of that
+    for every row it skips.
     """
 
     def __init__(self, briefs: QuerySet[Brief]) -> None:
@@ -59,7 +62,7 @@ class BriefList:
             return self[index : index + 1][0]
         latest = Revision.objects.filter(brief=OuterRef("pk")).order_by("-number").values("number")[:1]
         page = (
-            Brief.objects.filter(pk__in=self.briefs.values_list("pk", flat=True)[index])
+            with_publication_counts(Brief.objects.filter(pk__in=self.briefs.values_list("pk", flat=True)[index]))
             .select_related("author")
             .annotate(latest_revision_number=Subquery(latest))
             .annotate(headline=current_headline())
@@ -68,9 +71,10 @@ class BriefList:
         return list(page)
 
 
-def list_briefs(*, query: str = "", status: str = "") -> BriefList:
+def list_briefs(*, query: str = "", status: str = "", partly_published: bool = False) -> BriefList:
     """Briefs newest first whose current headline or creation title contains `query`, or whose
-    public id is `query`, in `status`."""
+    public id is `query`, in `status`; with `partly_published`, only those published on some of
+    their channels but not all."""
     briefs = Brief.objects.order_by(*BRIEF_LIST_ORDER)
     if query:
         # Public ids are lowercase (constraint brief_public_id_form): matching the lowered query
@@ -84,6 +88,10 @@ def list_briefs(*, query: str = "", status: str = "") -> BriefList:
         )
     if status:
         briefs = briefs.filter(status=status)
+    if partly_published:
+        # Partial publication needs a publish operation and a verified publication: the subqueries
+        # run per brief that passed the other filters, each an index probe.
+        briefs = only_partly_published(briefs)
     return BriefList(briefs)
 
 

@@ -1,4 +1,5 @@
-"""Figures for the ops page and /metrics: approval → published latency, AI tokens used. Reads the
+"""Figures for the ops page and /metrics: approval → published latency, AI tokens used, each
+channel's queue and trouble. Reads the
 approvals (a revision's first approval): publishing.actions never imports this module."""
 
 from __future__ import annotations
@@ -7,14 +8,15 @@ import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Max, OuterRef, Q, Subquery, Sum
-from django.db.models.functions import TruncMinute
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Max, Min, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce, TruncMinute
 from psycopg.rows import dict_row
 
 from approvals.models import Approval
-from publishing.identities import SUMMARY_STEP
-from publishing.models import Publication
+from publishing.identities import PUBLISH, SUMMARY_STEP
+from publishing.models import Channel, Publication
 from publishing.sql import AI_TOKENS_SQL
+from workers.models import WAITING_STATUSES, Operation, OperationStatus
 from workers.prepared import execute_prepared
 
 # --- approval → published latency (the ops page and /metrics) -----------------------------------
@@ -100,3 +102,45 @@ def list_ai_token_totals() -> list[TokenTotal]:
     """AI tokens used, summed over the attempts kept (retention purges finished operations' attempts)."""
     with execute_prepared(AI_TOKENS_SQL, {"kind": SUMMARY_STEP}, row_factory=dict_row) as cursor:
         return [TokenTotal(r["step"], r["model"], r["kind"], int(r["tokens"])) for r in cursor.fetchall()]
+
+
+# --- per channel (the ops page and /metrics) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChannelFigures:
+    channel: str  # the slug
+    name: str
+    queued: int  # pending or waiting to retry
+    oldest_queued_at: datetime.datetime | None  # when the oldest of those was written
+    sends: int  # publish attempts (waits included), on operations kept
+    waits: int  # tries the channel answered "wait" (throttled, in progress), every kind
+    dead: int  # dead letters
+    conflicts: int  # operations stopped on a conflict
+
+    def oldest_queued_age(self, now: datetime.datetime) -> datetime.timedelta | None:
+        return now - self.oldest_queued_at if self.oldest_queued_at is not None else None
+
+
+def list_channel_figures() -> list[ChannelFigures]:
+    """Each channel's figures, over the operations kept (finished ones until purged), in one
+    statement grouped by channel (the scan list_queue_depth makes too), by slug. A channel no
+    operation names yet is not listed."""
+    waiting = Q(status__in=WAITING_STATUSES)
+    name = Channel.objects.filter(slug=OuterRef("channel")).values("name")[:1]
+    rows = (
+        Operation.objects.exclude(channel="")
+        .order_by()
+        .values("channel")
+        .annotate(
+            name=Coalesce(Subquery(name), F("channel")),
+            queued=Count("id", filter=waiting),
+            oldest_queued_at=Min("created_at", filter=waiting),
+            sends=Coalesce(Sum("attempts", filter=Q(kind=PUBLISH)), 0),
+            waits=Coalesce(Sum("waits"), 0),
+            dead=Count("id", filter=Q(status=OperationStatus.DEAD)),
+            conflicts=Count("id", filter=Q(status=OperationStatus.CONFLICT)),
+        )
+        .order_by("channel")
+    )
+    return [ChannelFigures(**row) for row in rows]

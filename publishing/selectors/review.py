@@ -12,6 +12,7 @@ from publishing.diffs import PayloadDiff
 from publishing.models import Brief, Channel, Revision
 from publishing.roles import AnyUser, Role, has_role
 from publishing.selectors.channel_sets import get_channel_options
+from publishing.selectors.channels import ChannelReceipt, get_channel_receipts
 from publishing.selectors.publications import PublicationState, get_publication_state
 from publishing.selectors.revisions import (
     diff_revisions,
@@ -41,6 +42,7 @@ class RevisionPage:
     own_decision: Approval | None
     valid_approval: Approval | None
     publication_state: PublicationState
+    receipts: list[ChannelReceipt]  # one per channel its approval sent it to
     may_decide: bool
     may_restore: bool
     is_own_revision: bool
@@ -99,6 +101,7 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
         own_decision=own_decision,
         valid_approval=valid_approval,
         publication_state=get_publication_state(revision),
+        receipts=get_channel_receipts(brief, revision.number),
         # Once another approver approved it, a request for changes would be refused and another
         # approval adds nothing: the form is gone (a live page replaces it with a notice).
         may_decide=may_decide,

@@ -38,13 +38,14 @@ DASHBOARD = 7
 # numbers come from the latest revision's number); the badge's publish and verify operations; the
 # nav's counts; the review block (open assignment, the approvers to assign to, threads, their
 # replies); who else has the draft open. None of them is per revision, decision, comment or brief
-# in the list.
-BRIEF_PAGE = 24
+# in the list; the receipts per channel (the newest sent revision's publish and verify operations,
+# and, once something was sent, the channels with their publications: never one per channel).
+BRIEF_PAGE = 25
 # The revision page (as tests/publishing/test_diff_views.py counts it): the brief, the revision, the
 # latest, the previous and published ones (one query), decisions, the restore note, the valid
-# approval, the publication state (operations with attempts, publication), the nav's counts, the
-# comment threads.
-REVISION_PAGE = 14
+# approval, the publication state (operations with attempts, publication), the receipts per channel
+# (as on the brief page), the nav's counts, the comment threads.
+REVISION_PAGE = 15
 # An approver who may decide is offered the channels too (every enabled one and the brief's, one query).
 REVISION_PAGE_DECIDING = REVISION_PAGE + 1
 
