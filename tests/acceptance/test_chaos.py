@@ -1,4 +1,4 @@
-"""The chaos test, short variant (docs/invariants.md#i3 to #i5, #i8 to #i10, #i12); `make chaos` runs the long one.
+"""The chaos test, short variant (docs/invariants.md#i3 to #i5, #i8 to #i10, #i12, #i14); `make chaos` the long one.
 
 Everything at once, with real processes: worker processes SIGKILLed and replaced at random, workers
 frozen (SIGSTOP) inside a publish finalize holding the brief's lock until past their lease, then thawed
