@@ -43,7 +43,7 @@ bench: $(BENCH_INSTALLED)
 	$(PY) -m tests.benchmarks
 
 # The chaos test (tests/chaos.py) at full size: about 200 briefs for a few minutes, on its own PostgreSQL
-# (which it restarts), with SIGKILLed workers and a faulty target; prints its figures, exits 1 on a broken
+# (which it restarts), with SIGKILLed workers and three faulty channels' targets; prints its figures, exits 1 on a broken
 # invariant. Options go in CHAOS_ARGS (e.g. CHAOS_ARGS='--briefs 500 --seed 7'); `make test` runs a short one.
 chaos: $(INSTALLED)
 	$(PY) -m tests.chaos $(CHAOS_ARGS)

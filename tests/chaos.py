@@ -1,12 +1,16 @@
 """The chaos test's driver: everything that can go wrong at once, then the invariants
-(docs/invariants.md#i3 to #i5, #i8 to #i10, #i12).
+(docs/invariants.md#i3 to #i5, #i8 to #i10, #i12, #i14).
 
 ``python -m tests.chaos`` (``make chaos``: about 200 briefs, a few minutes) or, from the suite, a short
 run of about 25 briefs (tests/acceptance/test_chaos.py). It starts its own processes, all on this host:
 
 - its own embedded PostgreSQL (a throwaway data folder; DATABASE_URL is ignored, because the driver must
   be able to restart the server), migrated with ``manage.py migrate``;
-- the reference target injecting 429, 503 and 500 answers, commit-then-hang and commit-then-drop;
+- three channels, every brief approved to all of them (its approval freezes them): ``web``, the primary
+  channel (the GALLEY_TARGET_* settings), and ``partner-feed`` and ``app``, added as an operator adds them;
+  each a reference target process of its own injecting 429, 503 and 500 answers, commit-then-hang and
+  commit-then-drop, each with its own fault mix (CHANNEL_FAULTS). All reference targets: the driver has no
+  WordPress mode;
 - several ``manage.py run_worker`` processes.
 
 The chaos phase, for about ``--editorial-seconds``:
@@ -32,20 +36,22 @@ A worker that exits without being killed is counted (an "unexpected exit") and r
 does not stall the run; a healthy Galley has none, PostgreSQL restart included.
 
 Then the settle phase: no more kills or restarts, the target's faults still on, until no operation is
-unfinished. The checks, on the target's ledger (one row per first application) and Galley's tables:
+unfinished. The checks, per channel on its target's ledger (one row per first application), and on
+Galley's tables:
 
-- no duplicate application (no key, no brief revision applied twice);
+- no duplicate application (no key, no brief revision applied twice), every key the channel's own;
 - no regression (per brief, applied revisions strictly increase);
-- no lost intent (every approved revision has its publish operation; every brief's latest approved
-  revision is applied, recorded, verified, read back through the target's API with its hash, and the
-  brief says published at that revision; every action the driver saw commit is in the database);
+- no lost intent (every approval that froze the channel has its publish operation for it; every brief's
+  latest approved revision is applied there, recorded, verified, read back through that target's API
+  with its hash, and the brief says published at that revision; every action the driver saw commit is in
+  the database);
 - nothing unfinished, no dead letter (the retry budget absorbs every injected fault), no conflict,
   no attempt left open, every claim with its attempt row, every application recorded by Galley;
 - no unexpected worker exit.
 
 It prints its figures (operations, faults injected by kind, kills, PostgreSQL restarts, duplicates,
-regressions, lost intents, dead letters, durations) and any violation, optionally writes them as JSON
-(``--json``), and exits 1 if any check failed.
+regressions, lost intents, dead letters, durations; in all and per channel) and any violation,
+optionally writes them as JSON (``--json``), and exits 1 if any check failed.
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ import httpx
 import psutil
 
 from galley import embedded_database
+from publishing.identities import PRIMARY_CHANNEL
 from tests.processes import free_port, kill, manage, process_env, start, stop, wait_for_http
 
 # The target's fault mix (the five kinds the figures count). With GALLEY_MAX_ATTEMPTS=20 none of these may
@@ -87,6 +94,15 @@ FAULTS = {
     "rate_500": 0.06,
     "rate_hang": 0.04,
     "rate_drop": 0.04,
+}
+# The channels (docs/invariants.md#i14): every brief goes to all three, each channel its own reference target
+# process with its own fault mix, so each channel's recovery is exercised on its own: `web` (the primary
+# channel, the GALLEY_TARGET_* settings) with FAULTS; `partner-feed` throttling and unavailable far more
+# often (waits, never counted); `app` failing, hanging and dropping more often (counted failures).
+CHANNEL_FAULTS = {
+    "web": FAULTS,
+    "partner-feed": {**FAULTS, "latency_ms": 50, "rate_429": 0.15, "rate_503": 0.10, "rate_hang": 0.02},
+    "app": {**FAULTS, "latency_ms": 250, "rate_500": 0.10, "rate_hang": 0.06, "rate_drop": 0.06, "rate_429": 0.02},
 }
 HANG_SECONDS = 3  # longer than the workers' 1 s target timeout: the answer comes too late
 RETRY_AFTER_SECONDS = 1
@@ -160,6 +176,9 @@ class Figures:
     attempts: int = 0
     attempts_by_error: dict[str, int] = field(default_factory=dict)
     faults_injected: dict[str, int] = field(default_factory=dict)
+    # Per channel: its faults injected, ledger applications, duplicates, regressions, lost intents and
+    # briefs verified at their latest approved revision.
+    by_channel: dict[str, dict[str, Any]] = field(default_factory=dict)
     faults_during_settle: str = "on (the target's faults are never switched off)"
     ledger_applications: int = 0
     kills: int = 0
@@ -217,7 +236,14 @@ class Figures:
             f"attempts {self.attempts}; failed attempts by kind {self.attempts_by_error}",
             f"faults injected {sum(self.faults_injected.values())} {self.faults_injected}; "
             f"faults during settle: {self.faults_during_settle}",
-            f"target ledger applications {self.ledger_applications}",
+            f"target ledger applications {self.ledger_applications} (all channels)",
+            *(
+                f"channel {slug}: faults {sum(counts.get('faults_injected', {}).values())} "
+                f"{counts.get('faults_injected', {})}; applications {counts.get('ledger_applications')}; "
+                f"duplicates {counts.get('duplicates')}; regressions {counts.get('regressions')}; "
+                f"lost intents {counts.get('lost_intents')}; briefs verified {counts.get('briefs_verified')}"
+                for slug, counts in self.by_channel.items()
+            ),
             f"workers frozen in a publish finalize {self.freezes} (then thawed {self.frozen_thawed}, "
             f"killed {self.frozen_killed})",
             f"kills {self.kills}; unexpected worker exits {self.unexpected_worker_exits} "
@@ -424,6 +450,24 @@ def last_error_line(log: Path) -> str:
     line = (errors or lines or ["(no output)"])[-1]
     # Without the socket's temporary path, the same reason reads the same in every run (and counts once).
     return re.sub(r'socket "[^"]*"', "socket", line)[:200]
+
+
+def add_channels(urls: dict[str, str], tokens: dict[str, str]) -> None:
+    """Every channel but the primary one (made by migrate from the settings) as an operator adds it, all
+    of them default channels, so each brief's approval freezes all three."""
+    from publishing.credentials import seal
+    from publishing.models import Channel
+
+    Channel.objects.filter(slug=PRIMARY_CHANNEL).update(is_default=True)
+    for slug in CHANNEL_FAULTS:
+        if slug != PRIMARY_CHANNEL:
+            Channel.objects.create(
+                slug=slug,
+                name=slug.replace("-", " ").title(),
+                base_url=urls[slug],
+                secret_sealed=seal(tokens[slug]),
+                is_default=True,
+            )
 
 
 # --- the editorial side ---------------------------------------------------------------------------
@@ -668,14 +712,22 @@ def faults_injected(target_log: Path) -> dict[str, int]:
 # --- the checks ------------------------------------------------------------------------------------
 
 
-def check(editorial: Editorial, ledger: list[dict[str, Any]], *, target_url: str, token: str, figures: Figures) -> None:
-    """Every invariant of the module docstring against the ledger and Galley's tables; violations and
-    counts go into `figures`."""
+@dataclass(frozen=True)
+class ChannelTarget:
+    """One channel's reference target as the checks reach it: its slug, address, token and ledger."""
+
+    slug: str
+    url: str
+    token: str
+    ledger: list[dict[str, Any]]
+
+
+def check(editorial: Editorial, channels: list[ChannelTarget], *, figures: Figures) -> None:
+    """Every invariant of the module docstring against each channel's ledger and Galley's tables;
+    violations and counts (in all, and per channel) go into `figures`."""
     from django.db.models import Count, F
 
-    from approvals.models import Approval
-    from publishing.identities import PUBLISH, publish_key
-    from publishing.models import Brief, Publication, Revision
+    from publishing.identities import PUBLISH
     from workers.models import UNFINISHED_STATUSES, Attempt, Dependency, Operation
 
     violations = figures.violations
@@ -686,34 +738,8 @@ def check(editorial: Editorial, ledger: list[dict[str, Any]], *, target_url: str
     figures.attempts_by_error = dict(
         Counter(Attempt.objects.exclude(error_kind="").values_list("error_kind", flat=True))
     )
-    figures.ledger_applications = len(ledger)
     figures.superseded = operations.filter(kind=PUBLISH, status="superseded").count()
     figures.ordered_after_in_flight = Dependency.objects.filter(requires=Dependency.Requires.COMPLETION).count()
-
-    # Exactly once at the target.
-    keys = Counter(row["operation_key"] for row in ledger)
-    pairs = Counter((row["brief_id"], row["revision"]) for row in ledger)
-    # A key is unique in the target's store, so a duplicate application shows as a brief revision applied twice.
-    figures.duplicates = sum(n - 1 for n in pairs.values())
-    if figures.duplicates:
-        violations.append(
-            f"applied twice: {[k for k, n in keys.items() if n > 1][:10]} {[p for p, n in pairs.items() if n > 1][:10]}"
-        )
-    for row in ledger:
-        if row["operation_key"] != publish_key(row["brief_id"], row["revision"]):
-            violations.append(f"a ledger row under a foreign key: {row}")
-
-    # No regression: per brief, applied revisions strictly increase in ledger order.
-    applied: dict[str, list[int]] = defaultdict(list)
-    for row in ledger:
-        previous = applied[row["brief_id"]]
-        if previous and row["revision"] <= previous[-1]:
-            figures.regressions += 1
-        previous.append(row["revision"])
-    if figures.regressions:
-        violations.append(
-            f"revisions applied out of order: { ({b: r for b, r in applied.items() if r != sorted(set(r))}) }"
-        )
 
     # Galley's tables: nothing unfinished, no dead letter, no conflict, no attempt left open.
     figures.unfinished = operations.filter(status__in=UNFINISHED_STATUSES).count()
@@ -738,11 +764,82 @@ def check(editorial: Editorial, ledger: list[dict[str, Any]], *, target_url: str
     if mismatched:
         violations.append(f"claims without their attempt rows (key, attempts, rows): {mismatched}")
 
-    # Every application recorded once by Galley, with the approved hash.
-    publications = {p.operation_key: p for p in Publication.objects.select_related("revision")}
+    lost: list[str] = []
+    for channel in channels:
+        per_channel = check_channel(editorial, channel, lost=lost, violations=violations)
+        figures.by_channel[channel.slug] = {**figures.by_channel.get(channel.slug, {}), **per_channel}
+        figures.add(
+            ledger_applications=per_channel["ledger_applications"],
+            duplicates=per_channel["duplicates"],
+            regressions=per_channel["regressions"],
+        )
+    # Every action the driver saw commit is in the database.
+    from approvals.models import Approval
+
+    seen_approvals = {
+        (approval.revision.brief.public_id, approval.revision.number, approval.approver.username)
+        for approval in Approval.objects.filter(decision=Approval.Decision.APPROVED).select_related(
+            "revision__brief", "approver"
+        )
+    }
+    for public_id, number, username in sorted(editorial.committed_approvals - seen_approvals):
+        lost.append(f"{username}'s approval of {public_id} revision {number} committed but is not in the database")
+    figures.lost_intents = len(lost)
+    if lost:
+        violations.append(f"lost intents: {lost[:10]}")
+    if figures.unexpected_worker_exits:
+        violations.append(f"workers exited without being killed: {figures.unexpected_exit_reasons}")
+
+
+def check_channel(
+    editorial: Editorial, channel: ChannelTarget, *, lost: list[str], violations: list[str]
+) -> dict[str, Any]:
+    """One channel's invariants against its own ledger: exactly once under its own keys, never backwards,
+    every approval's intent for it kept, every brief's latest approved revision applied, recorded,
+    verified and read back there. Appends to `lost` and `violations`; returns the channel's counts."""
+    from django.db.models import Count
+
+    from approvals.models import Approval
+    from publishing.identities import PUBLISH, publish_key
+    from publishing.models import Brief, Publication, Revision
+    from workers.models import Operation
+
+    slug, ledger = channel.slug, channel.ledger
+    lost_before = len(lost)
+    # Exactly once at the target.
+    keys = Counter(row["operation_key"] for row in ledger)
+    pairs = Counter((row["brief_id"], row["revision"]) for row in ledger)
+    # A key is unique in the target's store, so a duplicate application shows as a brief revision applied twice.
+    duplicates = sum(n - 1 for n in pairs.values())
+    if duplicates:
+        violations.append(
+            f"{slug}: applied twice: {[k for k, n in keys.items() if n > 1][:10]} "
+            f"{[p for p, n in pairs.items() if n > 1][:10]}"
+        )
+    for row in ledger:
+        if row["operation_key"] != publish_key(row["brief_id"], row["revision"], slug):
+            violations.append(f"{slug}: a ledger row under a foreign key (another channel's?): {row}")
+
+    # No regression: per brief, applied revisions strictly increase in ledger order.
+    applied: dict[str, list[int]] = defaultdict(list)
+    regressions = 0
+    for row in ledger:
+        previous = applied[row["brief_id"]]
+        if previous and row["revision"] <= previous[-1]:
+            regressions += 1
+        previous.append(row["revision"])
+    if regressions:
+        violations.append(
+            f"{slug}: revisions applied out of order: { ({b: r for b, r in applied.items() if r != sorted(set(r))}) }"
+        )
+
+    # Every application recorded once by Galley, on this channel, with the approved hash.
+    publications = {
+        p.operation_key: p for p in Publication.objects.filter(channel__slug=slug).select_related("revision")
+    }
     if set(publications) != set(keys):
         violations.append(
-            f"applied but not recorded: {sorted(set(keys) - set(publications))[:10]}; "
+            f"{slug}: applied but not recorded: {sorted(set(keys) - set(publications))[:10]}; "
             f"recorded but not applied: {sorted(set(publications) - set(keys))[:10]}"
         )
     ledger_hash = {row["operation_key"]: row["payload_hash"] for row in ledger}
@@ -752,28 +849,22 @@ def check(editorial: Editorial, ledger: list[dict[str, Any]], *, target_url: str
                 f"{key}: Galley recorded {publication.payload_hash}, the target applied {ledger_hash.get(key)}"
             )
 
-    # No lost intent.
-    lost: list[str] = []
-    publish_keys = set(operations.filter(kind=PUBLISH).values_list("key", flat=True))
-    approved = Approval.objects.filter(decision=Approval.Decision.APPROVED).select_related(
-        "revision__brief", "approver"
-    )
+    # No lost intent: every approval that froze this channel has its publish operation for it.
+    publish_keys = set(Operation.objects.filter(kind=PUBLISH, channel=slug).values_list("key", flat=True))
+    approved = Approval.objects.filter(decision=Approval.Decision.APPROVED, channel_rows__channel__slug=slug)
     latest_approved: dict[str, int] = {}
-    seen_approvals = set()
-    for approval in approved:
+    for approval in approved.select_related("revision__brief"):
         public_id, number = approval.revision.brief.public_id, approval.revision.number
-        seen_approvals.add((public_id, number, approval.approver.username))
         latest_approved[public_id] = max(latest_approved.get(public_id, 0), number)
-        if publish_key(public_id, number) not in publish_keys:
-            lost.append(f"approval of {public_id} revision {number} has no publish operation")
-    for public_id, number, username in sorted(editorial.committed_approvals - seen_approvals):
-        lost.append(f"{username}'s approval of {public_id} revision {number} committed but is not in the database")
+        if publish_key(public_id, number, slug) not in publish_keys:
+            lost.append(f"{slug}: approval of {public_id} revision {number} has no publish operation")
     latest_revision = dict(
         Revision.objects.values("brief__public_id").annotate(n=Count("id")).values_list("brief__public_id", "n")
     )
     briefs = {brief.public_id: brief for brief in Brief.objects.all()}
-    headers = {"Authorization": f"Bearer {token}"}
-    with httpx.Client(base_url=target_url, headers=headers, timeout=10) as client:
+    verified = 0
+    headers = {"Authorization": f"Bearer {channel.token}"}
+    with httpx.Client(base_url=channel.url, headers=headers, timeout=10) as client:
         for script in editorial.scripts:
             public_id = script.public_id
             if latest_revision.get(public_id) != script.revisions:
@@ -782,13 +873,15 @@ def check(editorial: Editorial, ledger: list[dict[str, Any]], *, target_url: str
                 )
             number = latest_approved.get(public_id)
             if number != script.revisions:
-                lost.append(f"{public_id}: latest approved revision {number}, its latest revision {script.revisions}")
+                lost.append(
+                    f"{slug}: {public_id}'s latest approved revision {number}, its latest revision {script.revisions}"
+                )
                 continue
-            key = publish_key(public_id, number)
+            key = publish_key(public_id, number, slug)
             brief = briefs[public_id]
             publication = publications.get(key)
             if keys.get(key) != 1 or applied[public_id][-1:] != [number]:
-                lost.append(f"{public_id}: the target's latest application is {applied[public_id][-1:]}, not {number}")
+                lost.append(f"{slug}: {public_id}'s latest application is {applied[public_id][-1:]}, not {number}")
             elif publication is None or publication.verified_at is None:
                 lost.append(f"{key} applied but {'not recorded' if publication is None else 'never verified'}")
             elif (brief.status, brief.published_revision_number) != (Brief.Status.PUBLISHED, number):
@@ -797,17 +890,21 @@ def check(editorial: Editorial, ledger: list[dict[str, Any]], *, target_url: str
                     f"not published at {number}"
                 )
             else:
-                # Read back through the target's API, independently of Galley's verification.
+                # Read back through the channel's target's API, independently of Galley's verification.
                 held = client.get("/v1/publications", params={"operation_key": key})
                 if held.status_code != 200 or held.json()["payload_hash"] != script.hashes[number]:
                     lost.append(f"{key}: the target's read-back answers {held.status_code} {held.text[:160]}")
                 elif client.get(held.json()["permalink"]).status_code != 200:
                     lost.append(f"{key}: the permalink {held.json()['permalink']} does not answer")
-    figures.lost_intents = len(lost)
-    if lost:
-        violations.append(f"lost intents: {lost[:10]}")
-    if figures.unexpected_worker_exits:
-        violations.append(f"workers exited without being killed: {figures.unexpected_exit_reasons}")
+                else:
+                    verified += 1
+    return {
+        "ledger_applications": len(ledger),
+        "duplicates": duplicates,
+        "regressions": regressions,
+        "lost_intents": len(lost) - lost_before,
+        "briefs_verified": verified,
+    }
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -821,21 +918,21 @@ def run(config: Config) -> Figures:
     logs = workdir / "logs"
     # A reused --workdir starts clean: an old ledger or old logs would be counted with this run's.
     shutil.rmtree(logs, ignore_errors=True)
-    for stale in workdir.glob("target.sqlite3*"):
+    for stale in workdir.glob("target*.sqlite3*"):
         stale.unlink()
     logs.mkdir(parents=True, exist_ok=True)
     print(f"chaos: logs in {logs}", flush=True)
     # A short path: the socket lives in the data folder when its path fits a Unix socket's limit.
     pgdata = Path(tempfile.mkdtemp(prefix="galley-chaos-pg-")) / "pgdata"
     postgres = Postgres(pgdata)
-    token = secrets.token_urlsafe(16)
-    port = free_port()
-    target_url = f"http://127.0.0.1:{port}"
+    tokens = {slug: secrets.token_urlsafe(16) for slug in CHANNEL_FAULTS}
+    ports = {slug: free_port() for slug in CHANNEL_FAULTS}
+    urls = {slug: f"http://127.0.0.1:{port}" for slug, port in ports.items()}
     os.environ.update(
         DATABASE_URL=postgres.url,
         DJANGO_SETTINGS_MODULE="galley.settings",
-        GALLEY_TARGET_URL=target_url,
-        GALLEY_TARGET_TOKEN=token,
+        GALLEY_TARGET_URL=urls[PRIMARY_CHANNEL],
+        GALLEY_TARGET_TOKEN=tokens[PRIMARY_CHANNEL],
         **{name: value for name, value in WORKER_SETTINGS.items() if value},
     )
     os.environ.pop("GALLEY_CRASH_POINT", None)
@@ -858,21 +955,24 @@ def run(config: Config) -> Figures:
 
         from workers.models import UNFINISHED_STATUSES, Operation
 
+        add_channels(urls, tokens)
         editorial = Editorial(config, figures=figures)
-        fault_args = [f"--{name.replace('_', '-')}={value}" for name, value in FAULTS.items()]
-        target = start(
-            [
-                *["-m", "galley.reference_target", "--port", str(port), "--db", str(workdir / "target.sqlite3")],
-                f"--token={token}",
-                *fault_args,
-                *["--hang-seconds", str(HANG_SECONDS), "--retry-after", str(RETRY_AFTER_SECONDS)],
-                *["--seed", str(config.seed)],
-            ],
-            env=process_env(LOG_LEVEL="DEBUG"),
-            log=logs / "target.log",
-        )
-        children.append(target)
-        wait_for_http(f"{target_url}/_health", process=target)
+        for number, (slug, faults) in enumerate(CHANNEL_FAULTS.items()):
+            fault_args = [f"--{name.replace('_', '-')}={value}" for name, value in faults.items()]
+            target = start(
+                [
+                    *["-m", "galley.reference_target", "--port", str(ports[slug])],
+                    *["--db", str(workdir / f"target-{slug}.sqlite3")],
+                    f"--token={tokens[slug]}",
+                    *fault_args,
+                    *["--hang-seconds", str(HANG_SECONDS), "--retry-after", str(RETRY_AFTER_SECONDS)],
+                    *["--seed", str(config.seed + number)],
+                ],
+                env=process_env(LOG_LEVEL="DEBUG"),
+                log=logs / f"target-{slug}.log",
+            )
+            children.append(target)
+            wait_for_http(f"{urls[slug]}/_health", process=target)
         workers = Workers(
             config.workers, env=env, logs=logs, figures=figures, seed=config.seed, freeze_every=config.freeze_every
         )
@@ -946,10 +1046,19 @@ def run(config: Config) -> Figures:
             thread.join()
         workers.supervise()  # a last look: an exit in the final moments counts too
         workers.stop_all()
-        ledger = httpx.get(f"{target_url}/_ledger", timeout=30).json()["applications"]
-        figures.faults_injected = faults_injected(logs / "target.log")
+        channels = [
+            ChannelTarget(
+                slug, urls[slug], tokens[slug], httpx.get(f"{urls[slug]}/_ledger", timeout=30).json()["applications"]
+            )
+            for slug in CHANNEL_FAULTS
+        ]
+        for slug in CHANNEL_FAULTS:
+            figures.by_channel[slug] = {"faults_injected": faults_injected(logs / f"target-{slug}.log")}
+        figures.faults_injected = dict(
+            sum((Counter(counts["faults_injected"]) for counts in figures.by_channel.values()), Counter())
+        )
         connection.close()
-        check(editorial, ledger, target_url=target_url, token=token, figures=figures)
+        check(editorial, channels, figures=figures)
         if workers.exits:
             (logs / "unexpected-exits.txt").write_text("\n".join(workers.exits) + "\n")
     finally:

@@ -1,14 +1,15 @@
-"""The chaos test, short variant (docs/invariants.md#i3 to #i5, #i8 to #i10, #i12); `make chaos` runs the long one.
+"""The chaos test, short variant (docs/invariants.md#i3 to #i5, #i8 to #i10, #i12, #i14); `make chaos` the long one.
 
 Everything at once, with real processes: worker processes SIGKILLed and replaced at random, workers
 frozen (SIGSTOP) inside a publish finalize holding the brief's lock until past their lease, then thawed
-or killed, a reference target answering 429, 503 and 500 and committing then hanging or dropping the connection,
+or killed, every brief fanned out to three channels (docs/invariants.md#i14), each a reference target of
+its own with its own fault mix, answering 429, 503 and 500 and committing then hanging or dropping the connection,
 approvals racing new revisions and second approvers, and a PostgreSQL restart half-way through. The
 driver (tests/chaos.py) starts its own PostgreSQL so that it can restart it, which is also why it runs
 as its own process here: this test session's database and settings stay untouched.
 
-The assertions are the invariants the driver measured, never timings: nothing applied twice, no
-regression, every brief at its latest approved revision and verified, nothing unfinished, no dead
+The assertions are the invariants the driver measured, never timings: per channel and in all, nothing
+applied twice, no regression, every brief at its latest approved revision and verified, nothing unfinished, no dead
 letter, and no worker that exited without being killed (a PostgreSQL restart is ridden out).
 """
 
@@ -34,7 +35,9 @@ SHORT_RUN = [
 RUN_TIMEOUT_SECONDS = 600
 
 
-def test_chaos__kills_faults_races_and_a_postgresql_restart__exactly_once_no_regression_nothing_lost(tmp_path):
+def test_chaos__three_channels__kills_faults_races_and_a_postgresql_restart__exactly_once_no_regression_nothing_lost(
+    tmp_path,
+):
     figures_file = tmp_path / "figures.json"
     argv = [sys.executable, "-m", "tests.chaos", *SHORT_RUN, "--workdir", str(tmp_path), "--json", str(figures_file)]
     try:
@@ -60,6 +63,13 @@ def test_chaos__kills_faults_races_and_a_postgresql_restart__exactly_once_no_reg
     assert figures["duplicates"] == 0, output
     assert figures["regressions"] == 0, output
     assert figures["lost_intents"] == 0, output
+    # Per channel (docs/invariants.md#i14), each its own target with its own fault mix: faults injected on
+    # every one, and on every one exactly once, never backwards, every brief verified at its latest revision.
+    assert sorted(figures["by_channel"]) == ["app", "partner-feed", "web"], output
+    for slug, counts in figures["by_channel"].items():
+        assert sum(counts["faults_injected"].values()) > 0, (slug, output)
+        assert (counts["duplicates"], counts["regressions"], counts["lost_intents"]) == (0, 0, 0), (slug, output)
+        assert counts["briefs_verified"] == figures["briefs"], (slug, output)
     # Galley's tables: nothing unfinished, no dead letter the retry budget should have absorbed.
     assert figures["unfinished"] == 0, output
     assert figures["dead_letters"] == 0, output

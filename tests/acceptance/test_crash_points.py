@@ -319,6 +319,24 @@ CRASHES = {
 }
 
 
+def crash_a_worker(crash: Crash, target: Target, key: str, spawn: Callable[..., Child]) -> Child:
+    """The worker `crashy`, dead at `crash`: exited at its crash point, or SIGKILLed by the test once
+    `target` applied the publish `key` (its attempt then never recorded an outcome)."""
+    crashy = run_worker(
+        spawn, "crashy", env=worker_env(target, crash_point=crash.point, lease=crash.lease, timeout=crash.timeout)
+    )
+    if crash.kill_once_applied:
+        wait_until(lambda: target.applications(), timeout=120, what="the target's first application")
+        assert crashy.process.poll() is None, f"the worker stopped waiting too early\n{crashy.output()}"
+        kill(crashy.process)
+        assert crashy.process.returncode == -9
+        assert Attempt.objects.get(operation__key=key).finished_at is None  # killed inside the call
+    else:
+        assert crashy.wait(timeout=120) == CRASH_EXIT_CODE, crashy.output()
+        assert f"crash point {crash.point} reached" in crashy.output()
+    return crashy
+
+
 @pytest.mark.parametrize("name", list(CRASHES))
 def test_nothing_lost__crash_at_point__fresh_worker_finishes_exactly_once(
     name: str, start_target, spawn, editor, approver
@@ -331,20 +349,7 @@ def test_nothing_lost__crash_at_point__fresh_worker_finishes_exactly_once(
     key = publish_key(public_id, revision.number)
     keys = {"publish": key, "verify": verify_key(public_id, revision.number)}
 
-    crashy = run_worker(
-        spawn, "crashy", env=worker_env(target, crash_point=crash.point, lease=crash.lease, timeout=crash.timeout)
-    )
-    if crash.kill_once_applied:
-        wait_until(lambda: target.applications(), timeout=120, what="the target's first application")
-        assert crashy.process.poll() is None, f"the worker stopped waiting too early\n{crashy.output()}"
-        kill(crashy.process)
-        assert crashy.process.returncode == -9
-        # Killed inside the call: its attempt never recorded an outcome.
-        assert Attempt.objects.get(operation__key=key).finished_at is None
-    else:
-        assert crashy.wait(timeout=120) == CRASH_EXIT_CODE, crashy.output()
-        assert f"crash point {crash.point} reached" in crashy.output()
-
+    crashy = crash_a_worker(crash, target, key, spawn)
     assert len(target.applications()) == crash.applied_before_recovery
     states = {kind: Operation.objects.get(key=keys[kind]).status for kind in crash.states_after_crash}
     # A worker dying right after a commit may have claimed the operation that commit made due in the
@@ -500,3 +505,76 @@ def test_nothing_lost__crash_inside_the_approval_transaction__nothing_half_writt
     assert fresh.wait() == 0, fresh.output()
     assert_published_exactly_once(revision, target)
     assert_attempts(key, [BY_FRESH])
+
+
+# --- the matrix with three channels (docs/invariants.md#i14) --------------------------------------
+
+EXTRA_CHANNELS = ("partner-feed", "app")
+
+
+@pytest.mark.parametrize("name", list(CRASHES))
+def test_nothing_lost__three_channels__crash_at_point__every_channel_applied_once_and_verified(
+    name: str, start_target, add_channel, spawn, editor, approver
+):
+    """The whole matrix again with one approval fanned out to three channels: `web` (the settings' target,
+    its own process, with the crash's faults) and two more reference targets served from threads of this
+    process (real HTTP; the workers are other processes). The crashing worker runs the three publishes
+    concurrently, so the crash lands on whichever channel reaches the point first, with the others in
+    flight, done or not yet claimed: what holds after the crash differs per run, so the test checks what
+    must hold at the end, per channel. Every crash point runs (about 10 s each on two cores, 70 s
+    in all): a subset would save little and leave a point untested with fan-out.
+    """
+    crash = CRASHES[name]
+    web = start_target(*crash.target_args)
+    extra = {slug: add_channel(slug) for slug in EXTRA_CHANNELS}  # default channels: the brief gets all three
+    revision = write_revision(editor)
+    approve(revision, approver)
+    public_id = revision.brief.public_id
+    slugs = ("web", *EXTRA_CHANNELS)
+    keys = {slug: publish_key(public_id, revision.number, slug) for slug in slugs}
+    assert set(Operation.objects.filter(kind="publish").values_list("key", flat=True)) == set(keys.values())
+
+    crashy = crash_a_worker(crash, web, keys["web"], spawn)
+    interrupted = list(Attempt.objects.filter(finished_at__isnull=True))
+    assert interrupted and {attempt.worker_id for attempt in interrupted} == {"crashy"}
+    if crash.expire_lease_after_kill:
+        for attempt in interrupted:
+            Operation.objects.filter(id=attempt.operation_id, lease_owner="crashy").update(
+                lease_expires_at=attempt.started_at
+            )
+
+    fresh = run_worker(spawn, "fresh", env=worker_env(web))
+    assert fresh.wait(timeout=120) == 0, fresh.output()
+
+    ledgers = {"web": web.applications(), **{slug: target.ledger() for slug, target in extra.items()}}
+    for slug in slugs:
+        # Exactly once per channel, under that channel's own key, and no revision but the approved one.
+        assert [(row["operation_key"], row["revision"]) for row in ledgers[slug]] == [(keys[slug], revision.number)], (
+            slug
+        )
+        publish = Operation.objects.get(key=keys[slug])
+        verify = Operation.objects.get(key=verify_key(public_id, revision.number, slug))
+        assert (publish.status, verify.status) == ("succeeded", "succeeded"), slug
+        assert_attempts_end_in_one_success(keys[slug])
+        assert_attempts_end_in_one_success(verify.key)
+        # Recorded as the target holds it, and verified only after the publish that applied it succeeded.
+        publication = Publication.objects.get(revision=revision, channel__slug=slug)
+        row = ledgers[slug][0]
+        assert (publication.operation_key, publication.external_id) == (keys[slug], publish.result["external_id"])
+        assert publication.payload_hash == row["payload_hash"] == revision.payload_hash
+        assert publication.verified_at is not None and publication.verified_at >= publish.finished_at, slug
+    assert list(Operation.objects.unfinished().values_list("key", "status")) == []
+    brief = Brief.objects.get(public_id=public_id)
+    assert (brief.status, brief.published_revision_number) == (Brief.Status.PUBLISHED, revision.number)
+    for attempt in interrupted:  # each closed as lease_expired by the claim that took it over
+        attempt.refresh_from_db()
+        assert (attempt.outcome, attempt.error_kind) == ("", "lease_expired")
+    assert not Attempt.objects.filter(finished_at__isnull=True).exists()
+    assert not crashy.output().count("Traceback"), crashy.output()
+
+
+def assert_attempts_end_in_one_success(key: str) -> None:
+    """One success, last; everything before it an interruption (the crash, or a slow machine's)."""
+    history = attempts_of(key)
+    assert history and history[-1][1:] == ("succeeded", ""), (key, history)
+    assert all((outcome, kind) in INTERRUPTED for _worker, outcome, kind in history[:-1]), (key, history)
