@@ -594,11 +594,5 @@ def warn_unconfirmed_fence(found: TargetCheck) -> None:
     logger.warning("%s", found.fence_warning)
 
 
-def examine_configured_target() -> TargetCheck:
-    """What the configured target's check found (manage.py check_target); raises a TargetError
-    saying what is wrong."""
-    return shared_from_settings().examine()
-
-
 _shared: http.SharedPerProcess[TargetClient] = http.SharedPerProcess(TargetClient)
 _shared_wordpress: http.SharedPerProcess[WordPressClient] = http.SharedPerProcess(WordPressClient)

@@ -22,7 +22,7 @@ from django.db import transaction
 from galley.reference_target import Faults
 from publishing.actions.channels import do_save_channel
 from publishing.clients import target as target_client
-from tests.processes import BASE_DIR, free_port, process_env, stop, wait_for_http
+from tests.processes import BASE_DIR, child_database_url, free_port, process_env, stop, wait_for_http
 from tests.reference_target import TOKEN
 from workers.service import run_startup_checks
 
@@ -158,7 +158,8 @@ def test_reference_target_status__says_whether_its_fence_is_on(start_target):
 def test_check_target__reference_target_program__warns_only_when_its_fence_is_off(tmp_path, fence):
     port = free_port()
     argv = [sys.executable, "-m", "galley.reference_target", "--port", str(port), "--token", TOKEN]
-    env = process_env(GALLEY_VAR_DIR=str(tmp_path), GALLEY_TARGET_TOKEN=TOKEN)
+    # check_target reads the channels: the test database's.
+    env = process_env(GALLEY_VAR_DIR=str(tmp_path), GALLEY_TARGET_TOKEN=TOKEN, DATABASE_URL=child_database_url())
     program = subprocess.Popen(
         [*argv, *(["--fence-off"] if fence == "off" else [])],
         cwd=BASE_DIR,
