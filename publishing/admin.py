@@ -360,7 +360,8 @@ class ChannelAdmin(admin.ModelAdmin):
         if obj is None:
             return ["credentials_set"]
         if obj.from_settings:
-            return ["slug", "primary_note", *CONNECTION_SETTINGS]
+            # The credentials too, though not shown: the form then has no field a crafted POST could fill.
+            return ["slug", "primary_note", *CONNECTION_SETTINGS, "credentials", "clear_credentials"]
         return ["slug", "credentials_set"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -147,14 +147,20 @@ def test_channel_admin__primary_channel__connection_read_only_from_settings__not
     page = operator_client.get(f"{CHANNELS}{primary.pk}/change/").content.decode()
     operator_client.post(
         f"{CHANNELS}{primary.pk}/change/",
-        {"name": "Website", "base_url": "http://elsewhere.example", "kind": "wordpress", "rate_per_second": "3"},
+        {
+            "name": "Website",
+            "base_url": "http://elsewhere.example",
+            "kind": "wordpress",
+            "credentials": SECRET,
+            "rate_per_second": "3",
+        },
     )
 
     assert "GALLEY_TARGET_*" in page
     for field in ("base_url", "kind", "username", "credentials", "slug"):
         assert f'name="{field}"' not in page
     primary.refresh_from_db()
-    assert (primary.base_url, primary.kind, primary.rate_per_second) == ("", "reference", 3)
+    assert (primary.base_url, primary.kind, primary.secret_sealed, primary.rate_per_second) == ("", "reference", "", 3)
     assert primary.enabled is False  # the checkbox was left out of the POST: the operator disabled it
     with pytest.raises(InvalidInput, match="GALLEY_TARGET_"), transaction.atomic():
         check_save_channel(primary.pk, values={"base_url": "http://elsewhere.example"}, acting_user=operator)
