@@ -8,6 +8,8 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
 
 from publishing.actions.api_tokens import check_revoke_api_token
 from publishing.actions.channels import (
@@ -380,6 +382,17 @@ class ChannelAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
+
+    # An error report of a request to this page (an exception's email or page) shows the credentials as stars.
+    @method_decorator(sensitive_post_parameters("credentials"))
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return super().changeform_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Channel, form: forms.ModelForm, change: bool) -> None:
         # The admin's change view holds a transaction; the action joins it.

@@ -11,6 +11,7 @@ import re
 import pytest
 from django.db import transaction
 from django.test import Client
+from django.views.debug import ExceptionReporter
 
 from publishing.actions.channels import check_save_channel
 from publishing.credentials import unseal
@@ -70,6 +71,22 @@ def test_channel_admin__credentials_write_only__never_in_the_page_the_audit_or_t
     records = json.dumps([[event.old_state, event.new_state] for event in AuditEvent.objects.all()])
     assert SECRET not in records and channel.secret_sealed not in records
     assert SECRET not in caplog.text
+
+
+def test_channel_admin__error_report_of_the_page__credentials_hidden(operator_client, monkeypatch):
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the action failed")
+
+    monkeypatch.setattr("publishing.admin.check_save_channel", fail)
+    reporting = Client(raise_request_exception=False)
+    reporting.cookies = operator_client.cookies
+
+    response = reporting.post(f"{CHANNELS}add/", form(credentials=SECRET), HTTP_ACCEPT="text/html")
+    report = ExceptionReporter(response.wsgi_request, None, None, None).get_traceback_text()
+
+    assert response.status_code == 500
+    assert response.wsgi_request.sensitive_post_parameters == ("credentials",)
+    assert "credentials" in report and SECRET not in report
 
 
 def test_channel_admin__create_change_delete__each_audited_with_credentials_set_only(operator_client, operator):
