@@ -2,10 +2,11 @@
 
 Starts (or reuses) the embedded PostgreSQL under var/pgdata unless DATABASE_URL is set,
 migrates, creates the demo users, then runs as children, each in its own process group: the
-web server, the django-q2 cluster, and the reference target (unless GALLEY_TARGET_URL names
-another target). On Ctrl-C or SIGTERM it stops every child it started, then the database, and
-leaves no process behind. If a child dies on its own, everything else is stopped and the exit
-is non-zero.
+web server, the django-q2 cluster, and two reference targets (unless GALLEY_TARGET_URL names
+another target): the primary channel `web` and the demo's second channel `partner-feed`, so that
+an approval fans out to both (docs/channels.md). On Ctrl-C or SIGTERM it stops every child it
+started, then the database, and leaves no process behind. If a child dies on its own, everything
+else is stopped and the exit is non-zero.
 """
 
 from __future__ import annotations
@@ -49,11 +50,32 @@ def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
         child.wait()
 
 
+def installation_token(token_file: Path) -> str:
+    """The token in `token_file`, generated there (owner-only) the first time."""
+    if not token_file.exists():
+        token_file.write_text(secrets.token_urlsafe(32))
+        token_file.chmod(0o600)
+    return token_file.read_text().strip()
+
+
+def reference_target(host: str, port: int, db: Path, token: str) -> subprocess.Popen[bytes]:
+    """A bundled reference target accepting `token` (given in its environment, not its visible command line)."""
+    command = [sys.executable, "-m", "galley.reference_target", "--host", host, "--port", str(port), "--db", str(db)]
+    environment = {**os.environ, "GALLEY_TARGET_TOKEN": token}
+    return subprocess.Popen(command, cwd=BASE_DIR, env=environment, start_new_session=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=os.environ.get("GALLEY_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GALLEY_PORT", "8000")))
     parser.add_argument("--target-port", type=int, default=int(os.environ.get("GALLEY_REFERENCE_TARGET_PORT", "8001")))
+    parser.add_argument(
+        "--partner-target-port",
+        type=int,
+        default=int(os.environ.get("GALLEY_REFERENCE_TARGET_PORT_2", "8002")),
+        help="The second reference target, the demo channel partner-feed.",
+    )
     options = parser.parse_args(argv)
     state = var_dir()
     state.mkdir(parents=True, exist_ok=True)
@@ -65,11 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["GALLEY_TARGET_URL"] = f"http://{options.host}:{options.target_port}"
     if not os.environ.get("GALLEY_TARGET_TOKEN"):
         # The bundled target and Galley share a token generated once per installation.
-        token_file = state / "target_token"
-        if not token_file.exists():
-            token_file.write_text(secrets.token_urlsafe(32))
-            token_file.chmod(0o600)
-        os.environ["GALLEY_TARGET_TOKEN"] = token_file.read_text().strip()
+        os.environ["GALLEY_TARGET_TOKEN"] = installation_token(state / "target_token")
+    partner_url = f"http://{options.host}:{options.partner_target_port}"
+    partner_token = installation_token(state / "partner_feed_token")
 
     stopping = False
 
@@ -90,30 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     children: dict[str, subprocess.Popen[bytes]] = {}
     code = 0
     try:
-        for step in (["migrate", "--noinput"], ["seed_demo"]):
+        # The demo's second channel is the second bundled target; with a target of one's own there is none.
+        demo = ["seed_demo", "--partner-feed-url", partner_url, "--partner-feed-token", partner_token]
+        for step in (["migrate", "--noinput"], demo if start_target else ["seed_demo"]):
             if stopping or subprocess.run(manage(*step), check=False).returncode != 0:
                 return 1 if not stopping else 0
         address = f"{options.host}:{options.port}"
         if start_target:
-            children["reference target"] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "galley.reference_target",
-                    "--host",
-                    options.host,
-                    "--port",
-                    str(options.target_port),
-                    "--db",
-                    str(state / "reference-target.sqlite3"),
-                ],
-                cwd=BASE_DIR,
-                start_new_session=True,
+            children["reference target"] = reference_target(
+                options.host, options.target_port, state / "reference-target.sqlite3", os.environ["GALLEY_TARGET_TOKEN"]
+            )
+            children["partner-feed target"] = reference_target(
+                options.host, options.partner_target_port, state / "reference-target-2.sqlite3", partner_token
             )
         children["workers"] = subprocess.Popen(manage("qcluster"), start_new_session=True)
         children["web"] = subprocess.Popen(manage("runserver", address, "--noreload"), start_new_session=True)
         where = os.environ.get("GALLEY_WORDPRESS_URL", "") if wordpress else os.environ["GALLEY_TARGET_URL"]
-        print(f"galley: web on http://{address}/, target {where}", flush=True)
+        partner = f", channel partner-feed {partner_url}" if start_target else ""
+        print(f"galley: web on http://{address}/, target {where}{partner}", flush=True)
         print("galley: Ctrl-C stops everything", flush=True)
         while not stopping:
             for name, child in children.items():

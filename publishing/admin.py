@@ -9,8 +9,17 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
 
 from publishing.actions.api_tokens import check_revoke_api_token
+from publishing.actions.channels import (
+    CHANNEL_SETTINGS,
+    CONNECTION_SETTINGS,
+    channel_deletion_refusal,
+    check_delete_channel,
+    check_save_channel,
+)
 from publishing.actions.resolutions import (
     OPEN,
     Outcome,
@@ -28,6 +37,7 @@ from publishing.identities import PUBLICATION_KINDS, WEBHOOK
 from publishing.models import (
     ApiToken,
     Brief,
+    Channel,
     Draft,
     EditorPresence,
     PublicationProblem,
@@ -382,3 +392,125 @@ class WebhookDeliveryAdmin(OperationAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookDelivery]:
         return WebhookDelivery.objects.filter(kind=WEBHOOK)
+
+
+class ChannelForm(forms.ModelForm):
+    """A channel's settings, and its credentials write-only: never rendered back (the page says only
+    whether they are set), blank keeps the stored ones, "clear" removes them."""
+
+    # Declared for its scheme: a URL typed without one is https (Django 6's default, chosen now).
+    base_url = forms.URLField(
+        max_length=500,
+        required=False,
+        assume_scheme="https",
+        help_text="Reference: the service's root URL. WordPress: the site's URL.",
+    )
+
+    credentials = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Reference: the bearer token. WordPress: the application password. Blank keeps the stored one.",
+    )
+    clear_credentials = forms.BooleanField(required=False, label="Clear the stored credentials")
+
+    class Meta:
+        model = Channel
+        # base_url is the declared field above, never the model's (whose form field warns about its scheme).
+        fields = [name for name in CHANNEL_SETTINGS if name != "base_url"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("credentials") and cleaned.get("clear_credentials"):
+            raise forms.ValidationError("Enter new credentials or clear the stored ones, not both.")
+        return cleaned
+
+
+PRIMARY_NOTE = (
+    "The primary channel: its connection (kind, URL, credentials) is defined by the GALLEY_TARGET_* settings "
+    "(GALLEY_TARGET_KIND, GALLEY_TARGET_URL, GALLEY_TARGET_TOKEN; for WordPress GALLEY_WORDPRESS_*), "
+    "docs/configuration.md. Its operation keys are the unextended ones."
+)
+
+
+@admin.register(Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    """Operators configure channels here (publishing.actions.channels: every change audited, the
+    credentials never in an audit record, a page or a log). The slug is set once: it is part of every
+    operation key on the channel."""
+
+    form = ChannelForm
+    list_display = ["slug", "name", "kind", "base_url", "enabled", "is_default", "rate_per_second", "credentials_set"]
+    list_filter = ["enabled", "is_default", "kind"]
+    search_fields = ["slug", "name"]
+
+    @admin.display(description="Credentials", boolean=False)
+    def credentials_set(self, channel: Channel) -> str:
+        if channel.from_settings:
+            return "from the settings"
+        return "set" if channel.secret_sealed else "not set"
+
+    @admin.display(description="Connection")
+    def primary_note(self, channel: Channel) -> str:
+        return PRIMARY_NOTE
+
+    def get_fields(self, request: HttpRequest, obj: Channel | None = None) -> tuple[str, ...]:
+        if obj is not None and obj.from_settings:
+            return ("slug", "primary_note", "name", *CONNECTION_SETTINGS, "enabled", "is_default", "rate_per_second")
+        return (*CHANNEL_SETTINGS[:5], "credentials_set", "credentials", "clear_credentials", *CHANNEL_SETTINGS[5:])
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Channel | None = None) -> list[str]:
+        if obj is None:
+            return ["credentials_set"]
+        if obj.from_settings:
+            # The credentials too, though not shown: the form then has no field a crafted POST could fill.
+            return ["slug", "primary_note", *CONNECTION_SETTINGS, "credentials", "clear_credentials"]
+        return ["slug", "credentials_set"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        if isinstance(obj, Channel) and obj.from_settings:
+            return False
+        return has_role(request.user, Role.OPERATOR)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # The bulk delete would bypass the action's refusal and audit; a channel is deleted from its page.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    # An error report of a request to this page (an exception's email or page) shows the credentials as stars.
+    @method_decorator(sensitive_post_parameters("credentials"))
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request: HttpRequest, obj: Channel, form: forms.ModelForm, change: bool) -> None:
+        # The admin's change view holds a transaction; the action joins it.
+        saved = check_save_channel(
+            obj.pk if change else None,
+            values={name: form.cleaned_data[name] for name in CHANNEL_SETTINGS if name in form.cleaned_data},
+            secret=form.cleaned_data.get("credentials", ""),
+            clear_secret=form.cleaned_data.get("clear_credentials", False),
+            acting_user=request.user,
+        )
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        refusals = [refusal for channel in objs if (refusal := channel_deletion_refusal(channel))]
+        return deleted, counts, perms_needed, [*protected, *refusals]
+
+    def delete_model(self, request: HttpRequest, obj: Channel) -> None:
+        check_delete_channel(obj.pk, acting_user=request.user)

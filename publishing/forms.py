@@ -4,16 +4,44 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.http import QueryDict
 
-from publishing.models import Brief
+from publishing.errors import InvalidInput
+from publishing.models import Brief, Channel
+from publishing.selectors.channel_sets import list_default_channels, list_enabled_channels
 from publishing.story import TAGS_LABEL, TEXT_FIELDS, TITLE_MAX_CHARS, story_fields
 
 
-class BriefForm(forms.Form):
+class ChannelsForm(forms.Form):
+    """The channels a brief goes to: checkboxes of the enabled channels. `channels_shown` tells a form
+    sent with every box unchecked (refused: a brief goes somewhere) from a client that sent no choice."""
+
+    channels = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False, label="Publish to")
+    channels_shown = forms.CharField(widget=forms.HiddenInput, required=False, initial="1")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = cast(forms.MultipleChoiceField, self.fields["channels"])
+        field.choices = [(channel.slug, channel_label(channel)) for channel in list_enabled_channels()]
+
+    @staticmethod
+    def chosen(data: QueryDict) -> list[str] | None:
+        """The slugs the form sent, None when it showed no choice (the default channels); InvalidInput
+        for a marker this form never renders."""
+        shown = data.get("channels_shown", "")
+        if shown not in ("", "1"):
+            raise InvalidInput("The form's choice of channels is damaged; nothing was saved. Send it again.")
+        return data.getlist("channels") if shown else None
+
+
+def channel_label(channel: Channel) -> str:
+    return f"{channel.name} ({channel.slug})"
+
+
+class BriefForm(ChannelsForm):
     # One token per rendered form, stored with the brief it creates: the same form sent again
     # (double click, retry, Back and resend) finds that brief instead of creating another.
     form_token = forms.CharField(widget=forms.HiddenInput, required=False)
@@ -22,7 +50,8 @@ class BriefForm(forms.Form):
 
     @classmethod
     def blank(cls) -> BriefForm:
-        return cls(initial={"form_token": uuid.uuid4()})
+        defaults = [channel.slug for channel in list_default_channels()]
+        return cls(initial={"form_token": uuid.uuid4(), "channels": defaults})
 
     @classmethod
     def resubmittable(cls, data: QueryDict, *, new_token: bool) -> BriefForm:
@@ -38,7 +67,7 @@ class BriefForm(forms.Form):
         return cls(data)
 
 
-class SourceMaterialForm(forms.Form):
+class SourceMaterialForm(ChannelsForm):
     source_material = forms.CharField(widget=forms.Textarea(attrs={"rows": 14}), required=False)
 
 

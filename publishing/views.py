@@ -14,7 +14,12 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.forms import DecisionForm
-from publishing.actions.briefs import NewBriefFormReused, check_submit_new_brief_form, check_update_source_material
+from publishing.actions.briefs import (
+    NewBriefFormReused,
+    check_change_brief_channels,
+    check_submit_new_brief_form,
+    check_update_source_material,
+)
 from publishing.actions.drafts import (
     check_record_presence,
     check_save_draft,
@@ -116,6 +121,7 @@ def brief_new(request: HttpRequest) -> HttpResponse:
                 request.POST.get("form_token", ""),
                 title=request.POST.get("title", ""),
                 source_material=request.POST.get("source_material", ""),
+                channels=BriefForm.chosen(request.POST),
                 acting_user=request.user,
             )
     except NewBriefFormReused as exc:
@@ -175,7 +181,8 @@ def brief_source_edit(request: HttpRequest, public_id: str) -> HttpResponse:
     """Replace the source material; a new summary run starts and older runs stop."""
     require_role(request.user, Role.EDITOR, to="edit briefs")
     brief = access_brief(public_id, acting_user=request.user)
-    form = SourceMaterialForm(request.POST or None, initial={"source_material": brief.source_material})
+    current = {"source_material": brief.source_material, "channels": [channel.slug for channel in brief.channels.all()]}
+    form = SourceMaterialForm(request.POST or None, initial=current)
     if request.method == "POST":
         try:
             check_form_text(request, form)
@@ -183,6 +190,9 @@ def brief_source_edit(request: HttpRequest, public_id: str) -> HttpResponse:
                 check_update_source_material(
                     public_id, source_material=request.POST.get("source_material", ""), acting_user=request.user
                 )
+                chosen = SourceMaterialForm.chosen(request.POST)
+                if chosen is not None:
+                    check_change_brief_channels(public_id, channels=chosen, acting_user=request.user)
         except GalleyError as exc:
             form.add_error(None, exc.message)
             return render(request, "publishing/source_form.html", {"brief": brief, "form": form}, status=400)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -15,9 +16,10 @@ from publishing.actions.summaries import do_start_summary_run
 from publishing.errors import GalleyError, InvalidInput
 from publishing.hashing import source_hash
 from publishing.identities import brief_public_id
-from publishing.models import Brief
+from publishing.models import Brief, Channel
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
+from publishing.selectors.channel_sets import list_default_channels, list_enabled_channels
 from publishing.sql import NEXT_BRIEF_NUMBER_SQL
 from publishing.story import TITLE_MAX_CHARS
 from publishing.validation import clean_text
@@ -36,16 +38,19 @@ class NewBriefFormReused(GalleyError):
         self.brief = brief
 
 
-def check_create_brief(*, title: Any, source_material: Any, acting_user: AnyUser) -> Brief:
-    """Create a brief; every call creates one (the new-brief form goes through check_submit_new_brief_form)."""
+def check_create_brief(*, title: Any, source_material: Any, channels: Any = None, acting_user: AnyUser) -> Brief:
+    """Create a brief; every call creates one (the new-brief form goes through check_submit_new_brief_form).
+    `channels`: slugs of enabled channels, None for the default ones."""
     acting_user = require_role(acting_user, Role.EDITOR, to="create briefs")
     title, source_material = _clean_brief_text(title, source_material)
-    brief, _created = do_create_brief(title=title, source_material=source_material, acting_user=acting_user)
+    brief, _created = do_create_brief(
+        title=title, source_material=source_material, channels=clean_channels(channels), acting_user=acting_user
+    )
     return brief
 
 
 def check_submit_new_brief_form(
-    form_token: Any, *, title: Any, source_material: Any, acting_user: AnyUser
+    form_token: Any, *, title: Any, source_material: Any, channels: Any = None, acting_user: AnyUser
 ) -> tuple[Brief, bool]:
     """Create the brief a new-brief form asks for, once per form: returns (brief, created).
 
@@ -53,13 +58,18 @@ def check_submit_new_brief_form(
     double click, a retried request, five at once) returns the brief the first one created. An
     empty token creates a brief every time: only a script leaves it out, and scripts have the JSON
     API's Idempotency-Key. Raises InvalidInput (nothing written) for a token that is not one, and
-    NewBriefFormReused when the token already created a brief from other text.
+    NewBriefFormReused when the token already created a brief from other text. `channels`: slugs of
+    enabled channels, None for the default ones.
     """
     acting_user = require_role(acting_user, Role.EDITOR, to="create briefs")
     token = parse_form_token(form_token)
     title, source_material = _clean_brief_text(title, source_material)
     brief, created = do_create_brief(
-        title=title, source_material=source_material, acting_user=acting_user, form_token=token
+        title=title,
+        source_material=source_material,
+        channels=clean_channels(channels),
+        acting_user=acting_user,
+        form_token=token,
     )
     if not created and (brief.title, brief.source_material) != (title, source_material):
         raise NewBriefFormReused(brief)
@@ -78,6 +88,22 @@ def parse_form_token(value: Any) -> UUID | None:
         ) from None
 
 
+def clean_channels(slugs: Any) -> list[Channel] | None:
+    """The enabled channels named by `slugs`, None for None (the default channels); InvalidInput for
+    none at all, or for a slug that is no enabled channel."""
+    if slugs is None:
+        return None
+    if isinstance(slugs, str) or not isinstance(slugs, Sequence) or not all(isinstance(s, str) for s in slugs):
+        raise InvalidInput("Channels: a list of channel slugs.")
+    if not slugs:
+        raise InvalidInput("Choose at least one channel to publish the brief to.")
+    enabled = {channel.slug: channel for channel in list_enabled_channels()}
+    unknown = sorted(set(slugs) - set(enabled))
+    if unknown:
+        raise InvalidInput(f"No enabled channel is called {', '.join(unknown)}; choose among {', '.join(enabled)}.")
+    return [enabled[slug] for slug in enabled if slug in slugs]
+
+
 def _clean_brief_text(title: Any, source_material: Any) -> tuple[str, str]:
     return (
         clean_text(title, field="Title", max_chars=TITLE_MAX_CHARS, required=True),
@@ -87,9 +113,15 @@ def _clean_brief_text(title: Any, source_material: Any) -> tuple[str, str]:
 
 @transaction.atomic(savepoint=False)
 def do_create_brief(
-    *, title: str, source_material: str, acting_user: User, form_token: UUID | None = None
+    *,
+    title: str,
+    source_material: str,
+    acting_user: User,
+    channels: Sequence[Channel] | None = None,
+    form_token: UUID | None = None,
 ) -> tuple[Brief, bool]:
     """Create the brief, or, for a form token that already created one, return that brief: (brief, created).
+    It goes to `channels`, or to the default channels (list_default_channels) when None.
 
     Canonical-first: submissions of one form race on the token's unique index. The insert skips a
     conflict (a loser waits there for the winner's commit), and every caller then reads the brief
@@ -117,12 +149,14 @@ def do_create_brief(
         if stored.public_id != brief.public_id:
             return stored, False
         brief = stored
+    chosen = list(channels) if channels is not None else list_default_channels()
+    brief.channels.set(chosen)
     record_audit_event(
         acting_user=acting_user,
         event_type="brief.created",
         subject_type="brief",
         subject_id=brief.public_id,
-        new_state={"title": title, "status": brief.status},
+        new_state={"title": title, "status": brief.status, "channels": [channel.slug for channel in chosen]},
     )
     do_start_summary_run(brief)
     return brief, True
@@ -149,13 +183,41 @@ def do_update_source_material(brief: Brief, *, source_material: str, acting_user
     brief.source_hash = digest
     brief.updated_at = timezone.now()
     brief.save(update_fields=["source_material", "source_hash", "updated_at"])
-    record_audit_event(
-        acting_user=acting_user,
-        event_type="brief.source_changed",
-        subject_type="brief",
-        subject_id=brief.public_id,
-        old_state={"source_hash": old_hash},
-        new_state={"source_hash": digest},
-    )
+    _audit_brief_change(brief, "source_changed", "source_hash", old_hash, digest, acting_user=acting_user)
     do_start_summary_run(brief)
     return brief
+
+
+def check_change_brief_channels(public_id: str, *, channels: Any, acting_user: AnyUser) -> Brief:
+    """Set the channels a brief goes to (slugs of enabled channels). An approval already given keeps the
+    channel set it froze; the change is for the approvals to come."""
+    acting_user = require_role(acting_user, Role.EDITOR, to="edit briefs")
+    chosen = clean_channels(channels)
+    if chosen is None:
+        raise InvalidInput("Choose at least one channel to publish the brief to.")
+    brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    return do_change_brief_channels(brief, channels=chosen, acting_user=acting_user)
+
+
+@transaction.atomic(savepoint=False)
+def do_change_brief_channels(brief: Brief, *, channels: Sequence[Channel], acting_user: User) -> Brief:
+    """Caller holds the brief's row lock. The same set again writes nothing; audited as brief.channels_changed."""
+    old = sorted(brief.channels.values_list("slug", flat=True))
+    new = sorted(channel.slug for channel in channels)
+    if old == new:
+        return brief
+    brief.channels.set(channels)
+    _audit_brief_change(brief, "channels_changed", "channels", old, new, acting_user=acting_user)
+    return brief
+
+
+def _audit_brief_change(brief: Brief, change: str, field: str, old: Any, new: Any, *, acting_user: User) -> None:
+    """Audit `brief.<change>`: one field of the brief, from `old` to `new`."""
+    record_audit_event(
+        acting_user=acting_user,
+        event_type=f"brief.{change}",
+        subject_type="brief",
+        subject_id=brief.public_id,
+        old_state={field: old},
+        new_state={field: new},
+    )

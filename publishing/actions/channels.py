@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from publishing.errors import InvalidInput
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from publishing.credentials import seal
+from publishing.errors import InvalidInput, NotFound
 from publishing.identities import PRIMARY_CHANNEL
-from publishing.models import Brief, Channel
+from publishing.models import Brief, Channel, Publication
+from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.channel_sets import get_channel_set
 from workers.actions.gates import set_channel_rate
+from workers.audit import record_audit_event
+from workers.models import Operation
 
 
 def ensure_primary_channel(*, using: str = "default") -> Channel:
@@ -25,7 +36,10 @@ def check_channel_set(brief: Brief, requested: object) -> list[Channel]:
     brief's set (get_channel_set). Raises InvalidInput naming what is wrong: not a list of slugs, an
     unknown or disabled channel, or none at all."""
     if requested is None:
-        return get_channel_set(brief)
+        chosen = get_channel_set(brief)
+        if not chosen:
+            raise InvalidInput("No enabled channel to publish to: an operator enables one in the admin.")
+        return chosen
     if not isinstance(requested, list | tuple) or not all(isinstance(slug, str) for slug in requested):
         raise InvalidInput('Channels must be a list of channel slugs, e.g. ["web", "partner-feed"].')
     slugs = list(dict.fromkeys(requested))
@@ -48,3 +62,143 @@ def do_sync_channel_gate(channel: Channel) -> None:
     pause and the send slots already taken stay. Not audited on its own: it copies a setting whose
     change the channel's save records."""
     set_channel_rate(channel.slug, rate_per_second=channel.rate_per_second, using=channel._state.db or "default")
+
+
+# What a channel's audit records hold: every setting, and of the credentials only whether they are set.
+CHANNEL_SETTINGS = ("slug", "name", "kind", "base_url", "username", "enabled", "is_default", "rate_per_second")
+# The primary channel's connection comes from the GALLEY_TARGET_* / GALLEY_WORDPRESS_* settings.
+CONNECTION_SETTINGS = ("kind", "base_url", "username")
+
+
+def channel_state(channel: Channel) -> dict[str, Any]:
+    """A channel as its audit records show it: never its credentials, only `credentials_set`."""
+    state: dict[str, Any] = {name: getattr(channel, name) for name in CHANNEL_SETTINGS}
+    state["credentials_set"] = bool(channel.secret_sealed)
+    return state
+
+
+def check_save_channel(
+    channel_id: int | None,
+    *,
+    values: Mapping[str, Any],
+    secret: str = "",
+    clear_secret: bool = False,
+    acting_user: AnyUser,
+) -> Channel:
+    """Create a channel (`channel_id` None) or change one, as an operator; joins the caller's transaction.
+
+    `values` holds the settings to set (CHANNEL_SETTINGS; the admin's form has validated them). A
+    non-empty `secret` replaces the credentials, `clear_secret` removes them, neither keeps them.
+    Refused (InvalidInput, nothing written): changing a slug, which is part of every operation key on
+    the channel, and setting the primary channel's connection, which its settings define.
+    """
+    acting_user = require_role(acting_user, Role.OPERATOR, to="configure channels")
+    unknown = set(values) - set(CHANNEL_SETTINGS)
+    if unknown:
+        raise InvalidInput(f"A channel has no setting {', '.join(sorted(unknown))}.")
+    channel = None
+    if channel_id is not None:
+        # Locked: two operators saving at once are applied one after the other, each audited against the last.
+        channel = Channel.objects.select_for_update(of=("self",)).filter(pk=channel_id).first()
+        if channel is None:
+            raise NotFound("There is no such channel (it was deleted meanwhile).")
+        if "slug" in values and values["slug"] != channel.slug:
+            raise InvalidInput("A channel's slug never changes: it is part of every operation key on the channel.")
+        if channel.from_settings and (
+            secret
+            or clear_secret
+            or any(name in values and values[name] != getattr(channel, name) for name in CONNECTION_SETTINGS)
+        ):
+            raise InvalidInput(
+                f"The connection of channel {channel.slug!r} is defined by the GALLEY_TARGET_* (or GALLEY_WORDPRESS_*) "
+                "settings; change them there."
+            )
+    return do_save_channel(channel, values=values, secret=secret, clear_secret=clear_secret, acting_user=acting_user)
+
+
+@transaction.atomic(savepoint=False)
+def do_save_channel(
+    channel: Channel | None,
+    *,
+    values: Mapping[str, Any],
+    secret: str = "",
+    clear_secret: bool = False,
+    acting_user: User | None,
+) -> Channel:
+    """Create (`channel` None) or change the channel, audited as channel.created / channel.changed with
+    old and new state (channel_state: never the credentials). Caller holds the row lock of an existing
+    channel. Saving what is already stored writes nothing. The credentials are sealed here
+    (publishing.credentials) and never logged."""
+    old_state = None if channel is None else channel_state(channel)
+    if channel is None:
+        channel = Channel()
+    for name, value in values.items():
+        setattr(channel, name, value)
+    if clear_secret:
+        channel.secret_sealed = ""
+    elif secret:
+        channel.secret_sealed = seal(secret)
+    new_state = channel_state(channel)
+    if old_state == new_state and not secret:
+        return channel
+    channel.updated_at = timezone.now()
+    if old_state is None:
+        channel.created_at = channel.updated_at
+        channel.save(force_insert=True)
+    else:
+        channel.save()
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="channel.created" if old_state is None else "channel.changed",
+        subject_type="channel",
+        subject_id=channel.slug,
+        old_state=old_state,
+        # A replaced secret leaves the state as it was (set, and set): the record says it was replaced.
+        new_state={**new_state, "credentials_replaced": True} if secret and old_state is not None else new_state,
+    )
+    # Every worker on every host reads the rate from the gate (in the same transaction as the save).
+    do_sync_channel_gate(channel)
+    return channel
+
+
+def check_delete_channel(channel_id: int, *, acting_user: AnyUser) -> None:
+    """Delete a channel nothing was ever sent to, as an operator; joins the caller's transaction.
+
+    Refused (InvalidInput, nothing written) for the primary channel and for a channel that has
+    publications or operations: its slug is in their keys, and they are the record of what was sent.
+    """
+    acting_user = require_role(acting_user, Role.OPERATOR, to="delete channels")
+    channel = Channel.objects.select_for_update(of=("self",)).filter(pk=channel_id).first()
+    if channel is None:
+        return
+    refusal = channel_deletion_refusal(channel)
+    if refusal:
+        raise InvalidInput(refusal)
+    do_delete_channel(channel, acting_user=acting_user)
+
+
+def channel_deletion_refusal(channel: Channel) -> str:
+    """Why the channel cannot be deleted, or "" when it can."""
+    if channel.from_settings:
+        return f"Channel {channel.slug!r} is the primary channel (the GALLEY_TARGET_* settings); it cannot be deleted."
+    if Publication.objects.filter(channel=channel).exists() or Operation.objects.filter(channel=channel.slug).exists():
+        return (
+            f"Channel {channel.slug!r} has publications or operations, which name it in their keys; it cannot be "
+            "deleted. Disable it instead: nothing more is sent to it."
+        )
+    return ""
+
+
+@transaction.atomic(savepoint=False)
+def do_delete_channel(channel: Channel, *, acting_user: User | None) -> None:
+    """Delete the channel, audited as channel.deleted with its last state (never the credentials).
+    Caller holds its row lock and has checked channel_deletion_refusal."""
+    old_state = channel_state(channel)
+    channel.delete()
+    record_audit_event(
+        acting_user=acting_user,
+        event_type="channel.deleted",
+        subject_type="channel",
+        subject_id=old_state["slug"],
+        old_state=old_state,
+    )

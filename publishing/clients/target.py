@@ -356,7 +356,7 @@ class TargetClient:
         docs/target-protocol.md (the words operators and the tests know)."""
         if self.lookup("galley-check:no-such-operation") is not None:
             raise TargetInvalidResponse("The target claims to hold a key Galley never sends; is this a §7.4 target?")
-        found = f"§7.4 target at {self.base_url}: it answers the protocol and accepts GALLEY_TARGET_TOKEN"
+        found = f"§7.4 target at {self.base_url}: it answers the protocol and accepts {self.credentials}"
         try:
             response = self._send("GET", "/v1/status", headers=self._auth)
         except TargetAmbiguous as problem:  # it answered the look-up: the status alone could not be asked
@@ -592,12 +592,6 @@ def warn_unconfirmed_fence(found: TargetCheck) -> None:
             return
         _fence_warned = True
     logger.warning("%s", found.fence_warning)
-
-
-def examine_configured_target() -> TargetCheck:
-    """What the configured target's check found (manage.py check_target); raises a TargetError
-    saying what is wrong."""
-    return shared_from_settings().examine()
 
 
 _shared: http.SharedPerProcess[TargetClient] = http.SharedPerProcess(TargetClient)

@@ -1,4 +1,5 @@
-"""Where an approval of a brief publishes unless the approver names the channels (docs/channels.md)."""
+"""The channels a brief may go to, and where an approval of it publishes unless the approver names the
+channels (docs/channels.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,22 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef
 
 from publishing.models import Brief, Channel
+
+
+def default_channels(enabled: list[Channel]) -> list[Channel]:
+    """Among `enabled` (loaded), the default ones, else the primary channel: where a brief goes unless
+    someone chose."""
+    return [channel for channel in enabled if channel.is_default] or [c for c in enabled if c.from_settings]
+
+
+def list_enabled_channels() -> list[Channel]:
+    """The channels a brief may go to, the primary one first, then by slug."""
+    return list(Channel.objects.filter(enabled=True))
+
+
+def list_default_channels() -> list[Channel]:
+    """Where a new brief goes unless the editor chose (default_channels)."""
+    return default_channels(list_enabled_channels())
 
 
 @dataclass(frozen=True)
@@ -19,14 +36,12 @@ class ChannelOptions:
 
 
 def get_channel_options(brief: Brief) -> ChannelOptions:
-    """One query. The chosen set is the brief's enabled channels, or, for a brief that names none, the
-    enabled default channels, or the primary channel when no enabled channel is marked default."""
+    """One query. The chosen set is the brief's enabled channels, or, for a brief that names none (or
+    none still enabled), the default ones (default_channels)."""
     on_brief = Brief.channels.through.objects.filter(brief_id=brief.pk, channel_id=OuterRef("pk"))
     enabled: list[Channel] = list(Channel.objects.filter(enabled=True).annotate(on_brief=Exists(on_brief)))
     chosen = [channel for channel in enabled if getattr(channel, "on_brief")]  # noqa: B009 -- an annotation
-    chosen = chosen or [channel for channel in enabled if channel.is_default]
-    chosen = chosen or [channel for channel in enabled if channel.from_settings]
-    return ChannelOptions(enabled=enabled, chosen=chosen)
+    return ChannelOptions(enabled=enabled, chosen=chosen or default_channels(enabled))
 
 
 def get_channel_set(brief: Brief) -> list[Channel]:

@@ -64,9 +64,14 @@ def var_dir() -> Iterator[Path]:
 @contextlib.contextmanager
 def make_run(var_dir: Path) -> Iterator[RunningGalley]:
     """Run the launcher like `make run` (embedded database under `var_dir`), then Ctrl-C it."""
-    port, target_port = free_port(), free_port()
+    port, target_port, partner_port = free_port(), free_port(), free_port()
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "galley.launcher", "--port", str(port), "--target-port", str(target_port)],
+        [
+            sys.executable,
+            "-m",
+            "galley.launcher",
+            *("--port", str(port), "--target-port", str(target_port), "--partner-target-port", str(partner_port)),
+        ],
         cwd=BASE_DIR,
         env=process_env(DATABASE_URL="", GALLEY_TARGET_URL="", GALLEY_VAR_DIR=str(var_dir), DEBUG="true"),
         stdout=subprocess.PIPE,
@@ -89,6 +94,7 @@ def make_run(var_dir: Path) -> Iterator[RunningGalley]:
     try:
         wait_for_http(f"{running.base_url}/login/", process=launcher, timeout=READY_DEADLINE_SECONDS)
         wait_for_http(f"{running.target_url}/_health", process=launcher, timeout=30)
+        wait_for_http(f"http://127.0.0.1:{partner_port}/_health", process=launcher, timeout=30)
         running.children = psutil.Process(launcher.pid).children(recursive=True)
         yield running
     except AssertionError as failure:
@@ -129,7 +135,7 @@ def test_make_run__serves_login__demo_approver_signs_in__ctrl_c_leaves_nothing(v
         names = {" ".join(child.cmdline()) for child in galley.children}
         assert any("runserver" in name for name in names)
         assert any("qcluster" in name for name in names)
-        assert any("galley.reference_target" in name for name in names)
+        assert sum("galley.reference_target" in name for name in names) == 2  # web and partner-feed
         with sign_in(galley.base_url, "approver", galley.credentials()["approver"]) as client:
             dashboard = client.get("/")
             assert dashboard.status_code == 200
@@ -137,6 +143,7 @@ def test_make_run__serves_login__demo_approver_signs_in__ctrl_c_leaves_nothing(v
 
     assert galley.process.returncode == 0, galley.output
     assert "Demo users" in galley.output and "approver" in galley.output
+    assert "Channels: web (the GALLEY_TARGET_* settings) and partner-feed at http://127.0.0.1:" in galley.output
     assert "embedded PostgreSQL stopped" in galley.output
     still_running = [child.pid for child in galley.children if child.is_running() and child.status() != "zombie"]
     assert still_running == []

@@ -24,15 +24,6 @@ TOKENS = "/admin/publishing/apitoken/"
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def operator_client(operator) -> Client:
-    operator.is_staff = True
-    operator.save(update_fields=["is_staff"])
-    client = Client()
-    client.force_login(operator)
-    return client
-
-
 def test_token_admin__operator_sees_owner_name_prefix_created_revoked__never_the_secret_or_hash(
     operator_client, editor
 ):

@@ -17,12 +17,16 @@ from io import StringIO
 import httpx
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import transaction
 
 from galley.reference_target import Faults
+from publishing.actions.channels import do_save_channel
 from publishing.clients import target as target_client
-from tests.processes import BASE_DIR, free_port, process_env, stop, wait_for_http
+from tests.processes import BASE_DIR, child_database_url, free_port, process_env, stop, wait_for_http
 from tests.reference_target import TOKEN
 from workers.service import run_startup_checks
+
+pytestmark = pytest.mark.django_db(transaction=True)  # check_target reads the channels
 
 FOUND = "it answers the protocol and accepts GALLEY_TARGET_TOKEN"
 LATE_PACKET = "Galley cannot stop a late packet alone"
@@ -154,7 +158,8 @@ def test_reference_target_status__says_whether_its_fence_is_on(start_target):
 def test_check_target__reference_target_program__warns_only_when_its_fence_is_off(tmp_path, fence):
     port = free_port()
     argv = [sys.executable, "-m", "galley.reference_target", "--port", str(port), "--token", TOKEN]
-    env = process_env(GALLEY_VAR_DIR=str(tmp_path), GALLEY_TARGET_TOKEN=TOKEN)
+    # check_target reads the channels: the test database's.
+    env = process_env(GALLEY_VAR_DIR=str(tmp_path), GALLEY_TARGET_TOKEN=TOKEN, DATABASE_URL=child_database_url())
     program = subprocess.Popen(
         [*argv, *(["--fence-off"] if fence == "off" else [])],
         cwd=BASE_DIR,
@@ -198,3 +203,56 @@ def test_check_target__nothing_listening__says_so(settings):
     settings.GALLEY_TARGET_TOKEN = TOKEN
     with pytest.raises(CommandError, match=r"not ready: Connection to the target failed"):
         call_command("check_target")
+
+
+# --- several channels: one line each, non-zero if any is not ready ---------------------------------------
+
+
+def add_channel(slug: str, url: str, token: str, *, enabled: bool = True) -> None:
+    with transaction.atomic():
+        do_save_channel(
+            None,
+            values={"slug": slug, "name": slug, "base_url": url, "enabled": enabled},
+            secret=token,
+            acting_user=None,
+        )
+
+
+def test_check_target__every_enabled_channel__one_line_each(target, start_target, settings):
+    partner = start_target(Faults(fence_off=True))
+    settings.GALLEY_TARGET_URL = target.url  # start_target pointed the settings at the last one
+    add_channel("partner-feed", partner.url, TOKEN)
+    add_channel("archive", f"http://127.0.0.1:{free_port()}", TOKEN, enabled=False)
+
+    out, err = check_target()
+
+    assert out.splitlines() == [
+        f"target ok: §7.4 target at {target.url}: {FOUND}; its revision fence is on",
+        f"partner-feed: ok: §7.4 target at {partner.url}: it answers the protocol and accepts "
+        "the channel's credentials (admin: Publishing > Channels)",
+    ]
+    assert err.startswith("partner-feed: WARNING: the target does not confirm a revision fence")
+
+
+def test_check_target__one_channel_not_ready__named__exit_non_zero__the_others_still_checked(target):
+    add_channel("partner-feed", f"http://127.0.0.1:{free_port()}", TOKEN)
+    out = StringIO()
+
+    with pytest.raises(CommandError, match=r"^partner-feed: not ready: Connection to the target failed"):
+        call_command("check_target", stdout=out)
+    assert out.getvalue().startswith("target ok: ")
+
+
+def test_check_target__channel_option__checks_that_channel_only(target, start_target, settings):
+    partner = start_target()
+    settings.GALLEY_TARGET_URL = f"http://127.0.0.1:{free_port()}"  # the primary is down: not checked
+    add_channel("partner-feed", partner.url, "not-the-token")
+    out = StringIO()
+
+    with pytest.raises(
+        CommandError, match=r"^partner-feed: not ready: The target refused our credentials; check the channel's"
+    ):
+        call_command("check_target", "--channel", "partner-feed", stdout=out)
+    with pytest.raises(CommandError, match="There is no channel 'nowhere'"):
+        call_command("check_target", "--channel", "nowhere")
+    assert out.getvalue() == ""

@@ -9,7 +9,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
+from publishing.credentials import unseal
+from publishing.models import Channel
 from publishing.roles import Role, has_role
+from workers.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -42,3 +45,25 @@ def test_seed_demo__operator_made_without_staff__made_staff_on_the_next_run(tmp_
 
     assert User.objects.get(username="operator").is_staff
     assert client.get("/admin/").status_code == 200
+
+
+def test_seed_demo__partner_feed__a_default_reference_channel_made_once__audited_without_its_token(tmp_path):
+    def seed_with_partner() -> None:
+        call_command(
+            "seed_demo",
+            credentials_file=str(tmp_path / "demo.json"),
+            partner_feed_url="http://127.0.0.1:8002",
+            partner_feed_token="partner-token",
+            stdout=StringIO(),
+        )
+
+    seed_with_partner()
+    seed_with_partner()
+
+    channel = Channel.objects.get(slug="partner-feed")
+    assert (channel.name, channel.kind, channel.base_url) == ("Partner feed", "reference", "http://127.0.0.1:8002")
+    assert channel.enabled and channel.is_default and not channel.from_settings
+    assert unseal(channel.secret_sealed) == "partner-token"
+    audit = AuditEvent.objects.filter(subject_type="channel", subject_id="partner-feed")
+    assert [event.event_type for event in audit] == ["channel.created"]  # the second run changed nothing
+    assert "partner-token" not in str(audit[0].new_state)

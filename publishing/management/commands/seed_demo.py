@@ -11,6 +11,9 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from publishing.actions.channels import do_save_channel
+from publishing.credentials import SealedValueUnreadable, unseal
+from publishing.models import Channel, ChannelKind
 from publishing.roles import Role, ensure_role_groups
 
 # (username, role, staff): the Django admin at /admin/ lets in staff accounts only, so the demo operator,
@@ -23,12 +26,15 @@ DEMO_USERS = [
 # Every demo user has an address on the reserved .localhost domain, so that `make run` shows the notification
 # emails (printed by the console backend in the workers' output) without mailing anyone.
 DEMO_EMAIL_DOMAIN = "galley.localhost"
+# The demo's second channel (`make run` starts its reference target), so that an approval fans out at once.
+PARTNER_FEED = "partner-feed"
 
 
 class Command(BaseCommand):
     help = (
         "Create the demo users (editor, approver, operator), one per role group, each with an address "
-        "at galley.localhost, and print their credentials."
+        "at galley.localhost, and print their credentials. With --partner-feed-url, also the default channel "
+        "partner-feed there (docs/channels.md)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -37,8 +43,17 @@ class Command(BaseCommand):
             default=str(settings.VAR_DIR / "demo-credentials.json"),
             help="Where the generated passwords are kept between runs (never committed).",
         )
+        parser.add_argument("--partner-feed-url", default="", help="The channel partner-feed's reference target.")
+        parser.add_argument("--partner-feed-token", default="", help="Its bearer token.")
 
-    def handle(self, *args: Any, credentials_file: str, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        credentials_file: str,
+        partner_feed_url: str = "",
+        partner_feed_token: str = "",
+        **options: Any,
+    ) -> None:
         path = Path(credentials_file)
         stored: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
         User = get_user_model()
@@ -61,6 +76,8 @@ class Command(BaseCommand):
                     user.save(update_fields=["is_staff"])
                 user.groups.add(Group.objects.get(name=role.value))
                 stored[username] = password
+            if partner_feed_url:
+                ensure_partner_feed(partner_feed_url, partner_feed_token)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stored, indent=2))
         path.chmod(0o600)
@@ -68,3 +85,26 @@ class Command(BaseCommand):
         for username, role, is_staff in DEMO_USERS:
             admin = " (staff: may open /admin/)" if is_staff else ""
             self.stdout.write(f"  {username:<9} {stored[username]:<22} {role.value}{admin}")
+        if partner_feed_url:
+            self.stdout.write(f"Channels: web (the GALLEY_TARGET_* settings) and {PARTNER_FEED} at {partner_feed_url}")
+
+
+def ensure_partner_feed(url: str, token: str) -> Channel:
+    """The demo channel partner-feed at `url` with `token`, made default on its first run; audited as the
+    system's. Later runs only follow the target's URL and token (an operator's other choices stay)."""
+    channel = Channel.objects.select_for_update(of=("self",)).filter(slug=PARTNER_FEED).first()
+    if channel is None:
+        values: dict[str, Any] = {
+            "slug": PARTNER_FEED,
+            "name": "Partner feed",
+            "kind": ChannelKind.REFERENCE,
+            "base_url": url,
+            "enabled": True,
+            "is_default": True,
+        }
+        return do_save_channel(None, values=values, secret=token, acting_user=None)
+    try:
+        same_token = bool(channel.secret_sealed) and unseal(channel.secret_sealed) == token
+    except SealedValueUnreadable:  # SECRET_KEY changed: the demo re-enters it, as an operator would
+        same_token = False
+    return do_save_channel(channel, values={"base_url": url}, secret="" if same_token else token, acting_user=None)
