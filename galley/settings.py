@@ -237,6 +237,11 @@ GALLEY_OPERATION_DEADLINE_SECONDS = env.env_int("GALLEY_OPERATION_DEADLINE_SECON
 GALLEY_BACKOFF_BASE_SECONDS = env.env_float("GALLEY_BACKOFF_BASE_SECONDS", 1.0)
 GALLEY_BACKOFF_MAX_SECONDS = env.env_float("GALLEY_BACKOFF_MAX_SECONDS", 300.0)
 GALLEY_WORKER_CONCURRENCY = env.env_int("GALLEY_WORKER_CONCURRENCY", 8)
+# How many of a worker process's handler threads one channel may hold at once (workers.drain): a channel
+# that hangs or answers slowly keeps the others' share of threads (docs/invariants.md#i14).
+GALLEY_WORKER_CHANNEL_THREADS = env.env_int(
+    "GALLEY_WORKER_CHANNEL_THREADS", max(1, (GALLEY_WORKER_CONCURRENCY + 1) // 2)
+)
 GALLEY_DRAIN_SECONDS = env.env_float("GALLEY_DRAIN_SECONDS", 45.0)
 GALLEY_DRAIN_IDLE_WAIT_SECONDS = env.env_float("GALLEY_DRAIN_IDLE_WAIT_SECONDS", 2.0)
 GALLEY_SWEEP_SECONDS = env.env_float("GALLEY_SWEEP_SECONDS", 3.0)

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import connections
 from psycopg.rows import dict_row
 
-from workers.actions.claims import claim_due
+from workers.actions.claims import Claims, claim_due
 from workers.attempts import run_operation
 from workers.crashpoints import crash_point
 from workers.doorbell import claiming_next
@@ -136,6 +136,15 @@ class Drain:
         self._running = 0  # claiming threads alive
         self._more = 0  # claims that found more work due, since the coordinator last looked
         self._claimed = 0
+        # Handler threads per channel, running or claiming (docs/invariants.md#i14): a channel holds at
+        # most GALLEY_WORKER_CHANNEL_THREADS of them, so one that hangs never takes every thread. A
+        # thread about to claim may claim for any channel, so it counts against every channel until it
+        # knows; and no more threads claim at once than the bound, so that even a channel no thread has
+        # held yet gets at most its share.
+        self.channel_threads = settings.GALLEY_WORKER_CHANNEL_THREADS
+        self._on_channel: Counter[str] = Counter()
+        self._claiming = 0
+        self._claim_slots = threading.BoundedSemaphore(self.channel_threads)
         # What stopped a claiming thread other than an outcome: a database outage while claiming, or
         # anything a handler's outcome could not catch (a simulated crash in tests); raised by run_pass.
         self._error: BaseException | None = None
@@ -176,34 +185,70 @@ class Drain:
             self._running += 1
         self.pool.submit(self._claim_and_run)
 
+    def _busy_channels(self) -> list[str]:
+        """The channels this thread may not claim for: those whose threads, with every other thread
+        claiming now, could reach the bound. Takes this thread's claim slot; _claimed_for gives it back."""
+        with self._lock:
+            others = self._claiming
+            self._claiming += 1
+            return [channel for channel, held in self._on_channel.items() if held + others >= self.channel_threads]
+
+    def _claimed_for(self, channel: str | None) -> None:
+        with self._lock:
+            self._claiming -= 1
+            if channel:
+                self._on_channel[channel] += 1
+
+    def _ran_on(self, channel: str) -> None:
+        if channel:
+            with self._lock:
+                self._on_channel[channel] -= 1
+
+    def _claim(self) -> Claims:
+        with self._claim_slots:
+            return self._claim_in_slot()
+
+    def _claim_in_slot(self) -> Claims:
+        busy = self._busy_channels()
+        claims: Claims | None = None
+        try:
+            try:
+                claims = claim_due(worker_id=self.worker_id, limit=1, kinds=self.kinds, busy_channels=busy)
+            except DATABASE_UNAVAILABLE:
+                # Nothing was claimed. The connection may only have been dropped (a restart since
+                # this thread last worked): once more on a new one. If the database is still away
+                # this raises, and the coordinator's caller reports the outage and backs off.
+                connections.close_all()
+                try:
+                    claims = claim_due(worker_id=self.worker_id, limit=1, kinds=self.kinds, busy_channels=busy)
+                except DATABASE_UNAVAILABLE:
+                    connections.close_all()
+                    raise
+        finally:
+            self._claimed_for(claims.operations[0].channel if claims is not None and claims.operations else None)
+        return claims
+
     def _claim_and_run(self) -> None:
         """On a pool thread: claim one operation for this thread and run it, again and again, until
         none is due, the drain closes, or the database goes away."""
         try:
             while self.open():
-                try:
-                    claims = claim_due(worker_id=self.worker_id, limit=1, kinds=self.kinds)
-                except DATABASE_UNAVAILABLE:
-                    # Nothing was claimed. The connection may only have been dropped (a restart since
-                    # this thread last worked): once more on a new one. If the database is still away
-                    # this raises, and the coordinator's caller reports the outage and backs off.
-                    connections.close_all()
-                    try:
-                        claims = claim_due(worker_id=self.worker_id, limit=1, kinds=self.kinds)
-                    except DATABASE_UNAVAILABLE:
-                        connections.close_all()
-                        raise
+                claims = self._claim()
                 if not claims.operations:
                     return
-                crash_point("after_claim")
-                with self._lock:
-                    self._claimed += 1
-                    self._more += claims.more_due
-                if claims.more_due:
-                    self.wakeup.nudge()
-                # A worker limited to some kinds may not be able to claim the continuation: it rings.
-                with claiming_next() if self.kinds is None else contextlib.nullcontext():
-                    outcome = run_operation(claims.operations[0])
+                claimed = claims.operations[0]
+                try:
+                    crash_point("after_claim")
+                    with self._lock:
+                        self._claimed += 1
+                        self._more += claims.more_due
+                    if claims.more_due:
+                        self.wakeup.nudge()
+                    # A worker limited to some kinds may not be able to claim the continuation: it rings.
+                    with claiming_next() if self.kinds is None else contextlib.nullcontext():
+                        outcome = run_operation(claimed)
+                finally:
+                    self._ran_on(claimed.channel)
                 with self._lock:
                     self.outcomes[outcome] += 1
                 if outcome == "database_unavailable":

@@ -136,7 +136,8 @@ def close_abandoned_attempts(operations: str) -> str:
 # --- claims (workers.actions.claims; docs/invariants.md#i7 and #i8) ---------------------------
 
 # An operation a claim may take (docs/invariants.md#i7 and the bounds): deadline left, of the asked kinds,
-# every prerequisite met, its channel not paused (a Retry-After it answered: ChannelGate), and attempts
+# every prerequisite met, its channel not paused (a Retry-After it answered: ChannelGate) nor holding
+# its share of the claiming process's threads already (`busy_channels`: workers.drain), and attempts
 # left (below). Due is one of two cases, each matching one
 # partial index (so that a claim reads a few index entries in order, however long the queue):
 # waiting and due, or running with a lease expired (database clock).
@@ -154,6 +155,7 @@ _CLAIMABLE_SQL = f"""
               END)
     AND NOT EXISTS (
         SELECT 1 FROM {CHANNEL_GATE} g WHERE g.channel = o.channel AND g.paused_until > statement_timestamp())
+    AND NOT (o.channel = ANY(%(busy_channels)s::text[]))
 """  # noqa: S608 -- this module's constants
 # Waiting and due: the predicate of operation_due_idx.
 WAITING_DUE_SQL = (

@@ -15,6 +15,7 @@ import datetime
 import json
 import logging
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,8 +67,11 @@ def claim_operations(*, worker_id: str, limit: int, kinds: list[str] | None = No
     return claim_due(worker_id=worker_id, limit=limit, kinds=kinds).operations
 
 
-def claim_due(*, worker_id: str, limit: int, kinds: list[str] | None = None) -> Claims:
-    """Claim up to `limit` due operations whose prerequisites are met, in one statement.
+def claim_due(
+    *, worker_id: str, limit: int, kinds: list[str] | None = None, busy_channels: Collection[str] = ()
+) -> Claims:
+    """Claim up to `limit` due operations whose prerequisites are met, none of `busy_channels`, in one
+    statement.
 
     FOR UPDATE SKIP LOCKED lets concurrent workers claim disjoint rows; a running operation
     whose lease expired (database clock) is taken over. Each claim increments the fencing token
@@ -80,6 +84,7 @@ def claim_due(*, worker_id: str, limit: int, kinds: list[str] | None = None) -> 
         "owner": worker_id,
         "lease": settings.GALLEY_LEASE_SECONDS,
         "ambiguous_kinds": sorted(AMBIGUOUS_KINDS),
+        "busy_channels": sorted(busy_channels),
     }
     with execute_prepared(CLAIM_SQL, params, row_factory=dict_row) as cursor:
         rows = cursor.fetchall()
