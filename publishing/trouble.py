@@ -48,6 +48,10 @@ def _clock(at: datetime.datetime | None) -> str:
     return timezone.localtime(at).strftime("%H:%M") if at is not None else "its deadline"
 
 
+# Where a publication goes, as the brief's own sentences name it; a channel's receipt names its channel.
+WEBSITE = "the website"
+
+
 def _reason(operation: Operation) -> str:
     message = operation.last_error_message.strip()
     return f" ({message[:200]})" if message else ""
@@ -55,48 +59,55 @@ def _reason(operation: Operation) -> str:
 
 # What a publish or verify retrying after a failure of this kind is waiting for.
 _RETRYING = {
-    FailureKind.TIMEOUT: "The website is not answering",
-    FailureKind.CONNECTION: "The website is not answering",
-    FailureKind.SERVER_ERROR: "The website is failing (a server error)",
-    FailureKind.THROTTLED: "The website asked Galley to slow down",
-    FailureKind.IN_PROGRESS: "The website is still taking the story in",
+    FailureKind.TIMEOUT: "{Place} is not answering",
+    FailureKind.CONNECTION: "{Place} is not answering",
+    FailureKind.SERVER_ERROR: "{Place} is failing (a server error)",
+    FailureKind.THROTTLED: "{Place} asked Galley to slow down",
+    FailureKind.IN_PROGRESS: "{Place} is still taking the story in",
     # Waits at Galley's own gate for the channel (docs/operations.md#rate-limits-and-pauses).
-    FailureKind.RATE_LIMITED: "Waiting its turn: the website takes only so many stories a second",
-    FailureKind.CHANNEL_PAUSED: "The website asked Galley to pause sending for a while",
+    FailureKind.RATE_LIMITED: "Waiting its turn: {place} takes only so many stories a second",
+    FailureKind.CHANNEL_PAUSED: "{Place} asked Galley to pause sending for a while",
     LEASE_EXPIRED: "The worker sending the story stopped",
-    RECONCILE_REQUESTED: "Galley is looking up what the website holds, as an operator asked",
+    RECONCILE_REQUESTED: "Galley is looking up what {place} holds, as an operator asked",
 }
 
 # Why a publish or verify stopped for an operator, by its last error kind (a conflict's kind).
 _STOPPED = {
-    FailureKind.INVALID: "The website refused the story{reason}",
-    FailureKind.AUTH: "The website refused Galley's credentials{reason}",
-    FailureKind.KEY_CONFLICT: "Needs an operator: the website holds another text under this story's key",
+    FailureKind.INVALID: "{Place} refused the story{reason}",
+    FailureKind.AUTH: "{Place} refused Galley's credentials{reason}",
+    FailureKind.KEY_CONFLICT: "Needs an operator: {place} holds another text under this story's key",
     FailureKind.STALE_REVISION: (
-        "Needs an operator: the website holds a revision of this story that Galley did not publish"
+        "Needs an operator: {place} holds a revision of this story that Galley did not publish"
     ),
-    FailureKind.VERIFICATION_MISMATCH: "Needs an operator: the website shows other text than the approved revision",
-    FailureKind.DRIFT: "Needs an operator: the story was changed on the website after it was published",
-    FailureKind.TIMEOUT: "The website did not answer; Galley stopped retrying at {deadline}",
-    FailureKind.CONNECTION: "The website did not answer; Galley stopped retrying at {deadline}",
-    FailureKind.SERVER_ERROR: "The website kept failing; Galley stopped retrying at {deadline}",
-    FailureKind.THROTTLED: "The website kept asking Galley to slow down; Galley stopped at {deadline}",
+    FailureKind.VERIFICATION_MISMATCH: "Needs an operator: {place} shows other text than the approved revision",
+    FailureKind.DRIFT: "Needs an operator: the story was changed on {place} after it was published",
+    FailureKind.TIMEOUT: "{Place} did not answer; Galley stopped retrying at {deadline}",
+    FailureKind.CONNECTION: "{Place} did not answer; Galley stopped retrying at {deadline}",
+    FailureKind.SERVER_ERROR: "{Place} kept failing; Galley stopped retrying at {deadline}",
+    FailureKind.THROTTLED: "{Place} kept asking Galley to slow down; Galley stopped at {deadline}",
     FailureKind.RATE_LIMITED: "The story waited its turn past {deadline}; Galley stopped",
-    FailureKind.CHANNEL_PAUSED: "The website stayed paused past {deadline}; Galley stopped",
+    FailureKind.CHANNEL_PAUSED: "{Place} stayed paused past {deadline}; Galley stopped",
     LEASE_EXPIRED: "The workers sending the story kept stopping; Galley stopped retrying at {deadline}",
 }
 
 
-def tell_stopped(operation: Operation) -> Told:
-    """Why a publish or verify stopped for an operator (dead or in conflict), with the next step."""
+def _places(place: str) -> dict[str, str]:
+    return {"place": place, "Place": place[:1].upper() + place[1:]}
+
+
+def tell_stopped(operation: Operation, *, place: str = WEBSITE) -> Told:
+    """Why a publish or verify stopped for an operator (dead or in conflict), with the next step;
+    `place` names where it was going (a channel's receipt names its channel)."""
     wording = _STOPPED.get(operation.last_error_kind, "Publishing stopped{reason}")
-    sentence = wording.format(reason=_reason(operation), deadline=_clock(operation.deadline))
+    sentence = wording.format(reason=_reason(operation), deadline=_clock(operation.deadline), **_places(place))
     return Told(sentence, ASK_AN_OPERATOR, STUCK)
 
 
-def tell_retrying(operation: Operation) -> str:
-    """What a publish or verify waiting to retry (retry_wait) waits for, in plain words."""
-    return _RETRYING.get(operation.last_error_kind) or f"Sending the story failed{_reason(operation)}"
+def tell_retrying(operation: Operation, *, place: str = WEBSITE) -> str:
+    """What a publish or verify waiting to retry (retry_wait) waits for, in plain words; `place` as for
+    tell_stopped."""
+    wording = _RETRYING.get(operation.last_error_kind)
+    return wording.format(**_places(place)) if wording else f"Sending the story failed{_reason(operation)}"
 
 
 def _under_way(operation: Operation, publication: Publication | None) -> Told:

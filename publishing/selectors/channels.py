@@ -89,7 +89,7 @@ def _receipt(slug: str, number: int, publish: Operation, verify: Operation | Non
         return receipt(VERIFIED, permalink=there.permalink, verified_at=there.verified_at)
     for operation in (publish, verify):
         if operation is not None and operation.status in (S.DEAD, S.CONFLICT):
-            return receipt(NEEDS_OPERATOR, why=tell_stopped(operation).sentence)
+            return receipt(NEEDS_OPERATOR, why=tell_stopped(operation, place=there.name).sentence)
     for operation in (publish, verify):
         if operation is not None and operation.status in (S.SUPERSEDED, S.CANCELLED):
             fallback = "a newer revision took its place" if operation.status == S.SUPERSEDED else "cancelled"
@@ -97,7 +97,7 @@ def _receipt(slug: str, number: int, publish: Operation, verify: Operation | Non
     if there.applied or publish.status == S.SUCCEEDED:
         return receipt(PUBLISHED, permalink=there.permalink)
     if publish.status == S.RETRY_WAIT:
-        return receipt(WAITING, why=tell_retrying(publish), until=publish.next_attempt_at)
+        return receipt(WAITING, why=tell_retrying(publish, place=there.name), until=publish.next_attempt_at)
     return receipt(SENDING if publish.status == S.RUNNING else QUEUED)
 
 
