@@ -279,7 +279,10 @@ env.require(
     "calls, and its lease must outlive them.",
 )
 # Webhook deliveries (docs/webhooks.md): each POST's limit for connect, write, read and pool wait.
-GALLEY_WEBHOOK_TIMEOUT_SECONDS = env.env_float("GALLEY_WEBHOOK_TIMEOUT_SECONDS", 5.0)
+# By default no longer than a target call's, which the lease already outlives.
+GALLEY_WEBHOOK_TIMEOUT_SECONDS = env.env_float(
+    "GALLEY_WEBHOOK_TIMEOUT_SECONDS", min(5.0, GALLEY_TARGET_TIMEOUT_SECONDS)
+)
 env.require(
     GALLEY_LEASE_SECONDS > 2 * GALLEY_WEBHOOK_TIMEOUT_SECONDS,
     "GALLEY_LEASE_SECONDS must exceed 2 x GALLEY_WEBHOOK_TIMEOUT_SECONDS: a delivery's lease must outlive its POST.",
