@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 from psycopg.rows import dict_row
 
-from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
+from publishing.identities import PRIMARY_CHANNEL, PUBLISH, VERIFY, publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
 from publishing.sql import BADGE_OPERATIONS_SQL, PUBLICATION_SQL, from_row
 from publishing.trouble import Told, tell_brief_publishing, tell_publication
@@ -60,10 +60,14 @@ def _publication_ended(operations: Sequence[Operation]) -> tuple[str, str] | Non
 
 
 def get_publication_state(revision: Revision) -> PublicationState:
+    """The revision on the primary channel (its unextended keys); each channel's own state is its
+    receipt (publishing.selectors.channels)."""
     public_id = revision.brief.public_id
     keys = [publish_key(public_id, revision.number), verify_key(public_id, revision.number)]
     operations = list(Operation.objects.filter(key__in=keys).prefetch_related("attempt_set").order_by("id"))
-    publication = Publication.objects.filter(revision=revision).first()
+    # The primary channel's publication, as its operations are: another channel's would show its
+    # permalink as the website's, and call the revision published while the website still waits.
+    publication = Publication.objects.filter(revision=revision, channel__slug=PRIMARY_CHANNEL).first()
     if publication is not None and publication.verified_at is not None:
         return PublicationState("published", "Published", publication, operations)
     ended = _publication_ended(operations)

@@ -279,3 +279,20 @@ def test_revision_page__keeps_polling_while_another_channel_is_under_way(
     move(partner, S.SUCCEEDED)
     publication(revision, "partner-feed", verified=True)
     assert client.get(live, **HTMX).status_code == 286  # nothing left to change: htmx stops polling
+
+
+def test_revision_page__publication_card_is_the_primary_channels__another_channels_publication_never_stands_in(
+    client, editor, brief, revision, channels
+):
+    """The card speaks of the website (the primary channel's operations): the partner feed verified
+    first leaves it publishing, with no permalink of the partner feed's as the website's."""
+    send(revision, PRIMARY_CHANNEL)
+    move(send(revision, "partner-feed"), S.SUCCEEDED)
+    publication(revision, "partner-feed", verified=True)
+    client.force_login(editor)
+
+    page = client.get(f"/briefs/{brief.public_id}/revisions/1/").content.decode()
+
+    assert 'id="publication" data-state="publishing"' in page
+    assert 'data-testid="permalink"' not in page
+    assert 'data-channel="partner-feed" data-state="verified"' in page
