@@ -43,9 +43,10 @@ bench: $(BENCH_INSTALLED)
 	$(PY) -m tests.benchmarks
 
 # The chaos test (tests/chaos.py) at full size: about 200 briefs for a few minutes, on its own PostgreSQL
-# (which it restarts), with SIGKILLed workers and three faulty channels' targets; prints its figures, exits 1 on a broken
-# invariant. Options go in CHAOS_ARGS (e.g. CHAOS_ARGS='--briefs 500 --seed 7'); `make test` runs a short one.
-chaos: $(INSTALLED)
+# (which it restarts), with SIGKILLed workers and three faulty channels (two reference targets and a WordPress
+# of its own, as the WordPress tests start it); prints its figures, exits 1 on a broken invariant. Options go
+# in CHAOS_ARGS (e.g. CHAOS_ARGS='--briefs 500 --seed 7'); `make test` runs a short one.
+chaos: $(INSTALLED) wordpress
 	$(PY) -m tests.chaos $(CHAOS_ARGS)
 
 # ruff, the import rules of pyproject.toml (import-linter), and types (mypy with django-stubs, which

@@ -7,10 +7,12 @@ run of about 25 briefs (tests/acceptance/test_chaos.py). It starts its own proce
 - its own embedded PostgreSQL (a throwaway data folder; DATABASE_URL is ignored, because the driver must
   be able to restart the server), migrated with ``manage.py migrate``;
 - three channels, every brief approved to all of them (its approval freezes them): ``web``, the primary
-  channel (the GALLEY_TARGET_* settings), and ``partner-feed`` and ``app``, added as an operator adds them;
-  each a reference target process of its own injecting 429, 503 and 500 answers, commit-then-hang and
-  commit-then-drop, each with its own fault mix (CHANNEL_FAULTS). All reference targets: the driver has no
-  WordPress mode;
+  channel (the GALLEY_TARGET_* settings), and ``partner-feed`` and ``wordpress``, added as an operator adds
+  them. ``web`` and ``partner-feed`` are each a reference target process of its own injecting 429, 503 and
+  500 answers, commit-then-hang and commit-then-drop, each with its own fault mix (CHANNEL_FAULTS);
+  ``wordpress`` (kind wordpress) is a real WordPress with Galley's plugin, started as the WordPress tests
+  start it (tests/wordpress.py), behind the fault proxy of those tests (tests/fault_proxy.py) drawing the
+  same five kinds of fault per request (WORDPRESS_FAULTS);
 - several ``manage.py run_worker`` processes.
 
 The chaos phase, for about ``--editorial-seconds``:
@@ -36,10 +38,12 @@ A worker that exits without being killed is counted (an "unexpected exit") and r
 does not stall the run; a healthy Galley has none, PostgreSQL restart included.
 
 Then the settle phase: no more kills or restarts, the target's faults still on, until no operation is
-unfinished. The checks, per channel on its target's ledger (one row per first application), and on
-Galley's tables:
+unfinished. The checks, per channel on its target's ledger (one row per first application: the reference
+target's ``/_ledger``, WordPress's ``wp_galley_publications`` read from its database, ordered by id, plus
+the posts carrying each brief), and on Galley's tables:
 
-- no duplicate application (no key, no brief revision applied twice), every key the channel's own;
+- no duplicate application (no key, no brief revision applied twice, on WordPress no brief with a second
+  post), every key the channel's own;
 - no regression (per brief, applied revisions strictly increase);
 - no lost intent (every approval that froze the channel has its publish operation for it; every brief's
   latest approved revision is applied there, recorded, verified, read back through that target's API
@@ -57,6 +61,7 @@ optionally writes them as JSON (``--json``), and exits 1 if any check failed.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import logging
@@ -82,7 +87,9 @@ import psutil
 
 from galley import embedded_database
 from publishing.identities import PRIMARY_CHANNEL
+from tests.fault_proxy import DROP_AFTER_FORWARD, FAILING, HANG_AFTER_FORWARD, THROTTLED, UNAVAILABLE, FaultProxy
 from tests.processes import free_port, kill, manage, process_env, start, stop, wait_for_http
+from tests.wordpress import WordPress, running_wordpress
 
 # The target's fault mix (the five kinds the figures count). With GALLEY_MAX_ATTEMPTS=20 none of these may
 # end an operation: 429 and 503 are waits (never counted), 500/hang/drop are failures a budget of 20 absorbs.
@@ -95,14 +102,23 @@ FAULTS = {
     "rate_hang": 0.04,
     "rate_drop": 0.04,
 }
-# The channels (docs/invariants.md#i14): every brief goes to all three, each channel its own reference target
-# process with its own fault mix, so each channel's recovery is exercised on its own: `web` (the primary
-# channel, the GALLEY_TARGET_* settings) with FAULTS; `partner-feed` throttling and unavailable far more
-# often (waits, never counted); `app` failing, hanging and dropping more often (counted failures).
+# The channels (docs/invariants.md#i14): every brief goes to all three, each with its own fault mix, so each
+# channel's recovery is exercised on its own. Two reference target processes: `web` (the primary channel,
+# the GALLEY_TARGET_* settings) with FAULTS; `partner-feed` throttling and unavailable far more often
+# (waits, never counted).
 CHANNEL_FAULTS = {
     "web": FAULTS,
     "partner-feed": {**FAULTS, "latency_ms": 50, "rate_429": 0.15, "rate_503": 0.10, "rate_hang": 0.02},
-    "app": {**FAULTS, "latency_ms": 250, "rate_500": 0.10, "rate_hang": 0.06, "rate_drop": 0.06, "rate_429": 0.02},
+}
+# The third channel, a real WordPress behind the fault proxy: failing, hanging and dropping more often
+# (counted failures). Its latency is WordPress's own. A hang holds the answer HANG_SECONDS.
+WORDPRESS_CHANNEL = "wordpress"
+WORDPRESS_FAULTS = {
+    THROTTLED: 0.02,
+    UNAVAILABLE: 0.05,
+    FAILING: 0.08,
+    HANG_AFTER_FORWARD: 0.05,
+    DROP_AFTER_FORWARD: 0.05,
 }
 HANG_SECONDS = 3  # longer than the workers' 1 s target timeout: the answer comes too late
 RETRY_AFTER_SECONDS = 1
@@ -111,6 +127,7 @@ WORKER_SETTINGS = {
     "GALLEY_TARGET_TIMEOUT_SECONDS": "1",
     "GALLEY_LEASE_SECONDS": "4",
     "GALLEY_AI_TIMEOUT_SECONDS": "1",  # settings require leases to outlive AI calls too
+    "GALLEY_WEBHOOK_TIMEOUT_SECONDS": "1",  # and webhook deliveries (none is subscribed here)
     "GALLEY_BACKOFF_BASE_SECONDS": "0.2",
     "GALLEY_BACKOFF_MAX_SECONDS": "2",
     "GALLEY_MAX_ATTEMPTS": "20",
@@ -452,11 +469,12 @@ def last_error_line(log: Path) -> str:
     return re.sub(r'socket "[^"]*"', "socket", line)[:200]
 
 
-def add_channels(urls: dict[str, str], tokens: dict[str, str]) -> None:
+def add_channels(urls: dict[str, str], tokens: dict[str, str], *, wordpress: WordPress, proxy_url: str) -> None:
     """Every channel but the primary one (made by migrate from the settings) as an operator adds it, all
-    of them default channels, so each brief's approval freezes all three."""
+    of them default channels, so each brief's approval freezes all three. WordPress is reached through
+    the fault proxy, with the administrator's application password."""
     from publishing.credentials import seal
-    from publishing.models import Channel
+    from publishing.models import Channel, ChannelKind
 
     Channel.objects.filter(slug=PRIMARY_CHANNEL).update(is_default=True)
     for slug in CHANNEL_FAULTS:
@@ -468,6 +486,15 @@ def add_channels(urls: dict[str, str], tokens: dict[str, str]) -> None:
                 secret_sealed=seal(tokens[slug]),
                 is_default=True,
             )
+    Channel.objects.create(
+        slug=WORDPRESS_CHANNEL,
+        name="WordPress",
+        kind=ChannelKind.WORDPRESS,
+        base_url=proxy_url,
+        username=wordpress.user,
+        secret_sealed=seal(wordpress.app_password),
+        is_default=True,
+    )
 
 
 # --- the editorial side ---------------------------------------------------------------------------
@@ -709,17 +736,60 @@ def faults_injected(target_log: Path) -> dict[str, int]:
     }
 
 
+def faults_proxied(proxy: FaultProxy) -> dict[str, int]:
+    """Faults the proxy in front of WordPress injected, by the same kinds. A hang or a drop counts once
+    WordPress answered 2xx, as the reference target counts one once it has committed."""
+    kinds = Counter(
+        exchange.fault
+        for exchange in proxy.publishes()
+        if exchange.fault not in (HANG_AFTER_FORWARD, DROP_AFTER_FORWARD)
+        or 200 <= (exchange.upstream_status or 0) < 300
+    )
+    return {
+        "429": kinds[THROTTLED],
+        "503": kinds[UNAVAILABLE],
+        "500": kinds[FAILING],
+        "hang_after_commit": kinds[HANG_AFTER_FORWARD],
+        "drop_after_commit": kinds[DROP_AFTER_FORWARD],
+    }
+
+
+def wordpress_ledger(wordpress: WordPress) -> list[dict[str, Any]]:
+    """The plugin's publication rows in the order they were applied (a brief's rows are written under
+    its brief row's lock, so their ids increase with its applications), as the reference ledger's rows."""
+    rows = wordpress.sql(
+        "SELECT operation_key, brief_id, revision, payload_hash FROM wp_galley_publications ORDER BY id"
+    )
+    return [
+        {"operation_key": key, "brief_id": brief_id, "revision": int(revision), "payload_hash": digest}
+        for key, brief_id, revision, digest in rows
+    ]
+
+
+def wordpress_posts(wordpress: WordPress) -> Counter[str]:
+    """How many posts (any status, WordPress's own revisions left out) carry each brief."""
+    return Counter(
+        wordpress.column(
+            "SELECT m.meta_value FROM wp_posts p JOIN wp_postmeta m ON m.post_id = p.ID"
+            " AND m.meta_key = 'galley_brief_id' WHERE p.post_type = 'post'"
+        )
+    )
+
+
 # --- the checks ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ChannelTarget:
-    """One channel's reference target as the checks reach it: its slug, address, token and ledger."""
+    """One channel's target as the checks reach it, directly (never through a fault): its slug, the base
+    of its protocol API (where ``/v1/publications`` is), the headers that authorize a read, its ledger,
+    and on WordPress the number of posts carrying each brief."""
 
     slug: str
-    url: str
-    token: str
+    api: str
+    headers: dict[str, str]
     ledger: list[dict[str, Any]]
+    posts: Counter[str] | None = None
 
 
 def check(editorial: Editorial, channels: list[ChannelTarget], *, figures: Figures) -> None:
@@ -816,6 +886,12 @@ def check_channel(
             f"{slug}: applied twice: {[k for k, n in keys.items() if n > 1][:10]} "
             f"{[p for p, n in pairs.items() if n > 1][:10]}"
         )
+    # On WordPress a second application could also be a second post for the brief, beside the ledger.
+    if channel.posts is not None:
+        extra_posts = {brief_id: n for brief_id, n in channel.posts.items() if n > 1}
+        duplicates += sum(n - 1 for n in extra_posts.values())
+        if extra_posts:
+            violations.append(f"{slug}: briefs with more than one post: {sorted(extra_posts.items())[:10]}")
     for row in ledger:
         if row["operation_key"] != publish_key(row["brief_id"], row["revision"], slug):
             violations.append(f"{slug}: a ledger row under a foreign key (another channel's?): {row}")
@@ -863,8 +939,7 @@ def check_channel(
     )
     briefs = {brief.public_id: brief for brief in Brief.objects.all()}
     verified = 0
-    headers = {"Authorization": f"Bearer {channel.token}"}
-    with httpx.Client(base_url=channel.url, headers=headers, timeout=10) as client:
+    with httpx.Client(base_url=channel.api, headers=channel.headers, timeout=10) as client:
         for script in editorial.scripts:
             public_id = script.public_id
             if latest_revision.get(public_id) != script.revisions:
@@ -892,7 +967,9 @@ def check_channel(
             else:
                 # Read back through the channel's target's API, independently of Galley's verification.
                 held = client.get("/v1/publications", params={"operation_key": key})
-                if held.status_code != 200 or held.json()["payload_hash"] != script.hashes[number]:
+                # WordPress also reports what the post shows now, which must be that revision too.
+                shown = held.json().get("live", {}).get("hash", held.json()["payload_hash"]) if held.is_success else ""
+                if held.status_code != 200 or {held.json()["payload_hash"], shown} != {script.hashes[number]}:
                     lost.append(f"{key}: the target's read-back answers {held.status_code} {held.text[:160]}")
                 elif client.get(held.json()["permalink"]).status_code != 200:
                     lost.append(f"{key}: the permalink {held.json()['permalink']} does not answer")
@@ -942,7 +1019,13 @@ def run(config: Config) -> Figures:
     workers: Workers | None = None
     stopping = threading.Event()  # the end of the run: the supervisor and the restarter stop
     chaos_over = threading.Event()  # the end of the chaos phase: the killer stops
+    # WordPress, its MariaDB and the fault proxy in front of it, stopped (and removed) at the end.
+    stack = contextlib.ExitStack()
+    wordpress: WordPress | None = None
     try:
+        wordpress = stack.enter_context(running_wordpress(test_faults=False))
+        proxy = stack.enter_context(FaultProxy(wordpress.url, hold_seconds=HANG_SECONDS))
+        proxy.randomize(WORDPRESS_FAULTS, seed=config.seed + len(CHANNEL_FAULTS))
         migrate = manage("migrate", "--noinput", env=env, log=logs / "migrate.log")
         if migrate.wait(timeout=300) != 0:
             raise ChaosError(f"migrate failed:\n{(logs / 'migrate.log').read_text()}")
@@ -955,7 +1038,7 @@ def run(config: Config) -> Figures:
 
         from workers.models import UNFINISHED_STATUSES, Operation
 
-        add_channels(urls, tokens)
+        add_channels(urls, tokens, wordpress=wordpress, proxy_url=proxy.url)
         editorial = Editorial(config, figures=figures)
         for number, (slug, faults) in enumerate(CHANNEL_FAULTS.items()):
             fault_args = [f"--{name.replace('_', '-')}={value}" for name, value in faults.items()]
@@ -1048,12 +1131,26 @@ def run(config: Config) -> Figures:
         workers.stop_all()
         channels = [
             ChannelTarget(
-                slug, urls[slug], tokens[slug], httpx.get(f"{urls[slug]}/_ledger", timeout=30).json()["applications"]
+                slug,
+                urls[slug],
+                {"Authorization": f"Bearer {tokens[slug]}"},
+                httpx.get(f"{urls[slug]}/_ledger", timeout=30).json()["applications"],
             )
             for slug in CHANNEL_FAULTS
         ]
+        wordpress_auth = base64.b64encode(f"{wordpress.user}:{wordpress.app_password}".encode()).decode()
+        channels.append(
+            ChannelTarget(
+                WORDPRESS_CHANNEL,
+                wordpress.rest("galley"),
+                {"Authorization": f"Basic {wordpress_auth}"},
+                wordpress_ledger(wordpress),
+                posts=wordpress_posts(wordpress),
+            )
+        )
         for slug in CHANNEL_FAULTS:
             figures.by_channel[slug] = {"faults_injected": faults_injected(logs / f"target-{slug}.log")}
+        figures.by_channel[WORDPRESS_CHANNEL] = {"faults_injected": faults_proxied(proxy)}
         figures.faults_injected = dict(
             sum((Counter(counts["faults_injected"]) for counts in figures.by_channel.values()), Counter())
         )
@@ -1068,6 +1165,10 @@ def run(config: Config) -> Figures:
             workers.stop_all()
         for child in children:
             stop(child)
+        if wordpress is not None:
+            with contextlib.suppress(Exception):
+                (logs / "wordpress.log").write_text(wordpress.log_tail(200_000))
+        stack.close()
         with contextlib.suppress(Exception):
             (logs / "postgres.log").write_text(postgres.log())
             # Every deadlock, whoever was its victim (a worker's finalize, a driver's action).

@@ -16,14 +16,20 @@ get the current `mode`:
                            longer than any client timeout a test sets
     "unavailable"          not forwarded: 503 with Retry-After: 0
 
-Once the counter runs out the mode goes back to "pass". Each request is recorded as an Exchange
-(`proxy.exchanges`), after the target answered, so a test can wait for a forwarded request to have been
-applied (`wait_for`) without sleeping.
+    "throttled"            not forwarded: 429 with Retry-After: 1
+    "failing"              not forwarded: 500
+
+Once the counter runs out the mode goes back to "pass". Or, for the chaos test (tests/chaos.py), a
+random mix: `randomize({"unavailable": 0.05, ...}, seed=7)` gives each request on the faulted route
+one mode drawn with those probabilities (the rest pass), for as long as the proxy runs. Each request is
+recorded as an Exchange (`proxy.exchanges`), after the target answered, so a test can wait for a forwarded
+request to have been applied (`wait_for`) without sleeping.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +43,15 @@ PASS = "pass"
 DROP_AFTER_FORWARD = "drop_after_forward"
 HANG_AFTER_FORWARD = "hang_after_forward"
 UNAVAILABLE = "unavailable"
-MODES = frozenset({PASS, DROP_AFTER_FORWARD, HANG_AFTER_FORWARD, UNAVAILABLE})
+THROTTLED = "throttled"
+FAILING = "failing"
+MODES = frozenset({PASS, DROP_AFTER_FORWARD, HANG_AFTER_FORWARD, UNAVAILABLE, THROTTLED, FAILING})
+# The answers of the modes that never reach the target.
+_REFUSALS = {
+    UNAVAILABLE: (503, [("Retry-After", "0")], b'{"error":"unavailable","detail":"injected by the test proxy"}'),
+    THROTTLED: (429, [("Retry-After", "1")], b'{"error":"rate_limited","detail":"injected by the test proxy"}'),
+    FAILING: (500, [], b'{"error":"internal","detail":"injected by the test proxy"}'),
+}
 
 FAULTED_ROUTE = ("POST", "/wp-json/galley/v1/publications")
 
@@ -97,6 +111,8 @@ class FaultProxy:
         self.hold_seconds = hold_seconds
         self.mode = PASS
         self.times = 0
+        self._mix: list[tuple[str, float]] = []
+        self._rng = random.Random()
         self._lock = threading.Lock()
         self._recorded = threading.Condition(self._lock)
         self._exchanges: list[Exchange] = []
@@ -145,6 +161,17 @@ class FaultProxy:
             self.mode, self.times = mode, times
             self._released.clear()
 
+    def randomize(self, rates: dict[str, float], *, seed: int) -> None:
+        """From now on, each request on the faulted route gets mode m with probability rates[m] (the
+        rest pass), drawn from a generator seeded with `seed`; inject() counters are not used meanwhile."""
+        if unknown := set(rates) - MODES:
+            raise ValueError(f"unknown fault modes {sorted(unknown)}; use some of {sorted(MODES)}")
+        if sum(rates.values()) > 1:
+            raise ValueError(f"the fault rates {rates} add up to more than 1")
+        with self._lock:
+            self._mix = list(rates.items())
+            self._rng = random.Random(seed)
+
     def release(self) -> None:
         """Let every answer held by hang_after_forward go (to a client that has most likely gone)."""
         self._released.set()
@@ -153,7 +180,16 @@ class FaultProxy:
         with self._lock:
             if self.mode not in MODES:
                 raise ValueError(f"unknown fault mode {self.mode!r}; use one of {sorted(MODES)}")
-            if (method, path) != FAULTED_ROUTE or self.mode == PASS or self.times <= 0:
+            if (method, path) != FAULTED_ROUTE:
+                return PASS
+            if self._mix:
+                draw = self._rng.random()
+                for mode, rate in self._mix:
+                    if draw < rate:
+                        return mode
+                    draw -= rate
+                return PASS
+            if self.mode == PASS or self.times <= 0:
                 return PASS
             mode = self.mode
             self.times -= 1
@@ -225,13 +261,10 @@ class _Handler(BaseHTTPRequestHandler):
         def record(*, forwarded: bool, status: int | None) -> None:
             proxy._record(Exchange(self.command, self.path, headers, body, fault, forwarded, status))
 
-        if fault == UNAVAILABLE:
+        if fault in _REFUSALS:
             record(forwarded=False, status=None)
-            self._answer(
-                503,
-                [("Retry-After", "0"), ("Content-Type", "application/json")],
-                b'{"error":"unavailable","detail":"injected by the test proxy"}',
-            )
+            status, refusal_headers, content = _REFUSALS[fault]
+            self._answer(status, [*refusal_headers, ("Content-Type", "application/json")], content)
             return
         try:
             response = proxy._client.request(self.command, proxy.upstream + self.path, headers=headers, content=body)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import time
 
+from django.db import InternalError
+
 from workers.actions.claims import (
     complete_operation,
     fail_operation,
@@ -17,7 +19,7 @@ from workers.actions.claims import (
 )
 from workers.crashpoints import crash_point
 from workers.errors import FailureKind, LeaseLost, OperationFailed, Superseded
-from workers.outages import DATABASE_UNAVAILABLE, drop_broken_connections
+from workers.outages import DATABASE_UNAVAILABLE, drop_broken_connections, session_ended
 from workers.registry import ClaimedOperation, get_handler
 
 logger = logging.getLogger(__name__)
@@ -41,6 +43,12 @@ def run_operation(claimed: ClaimedOperation) -> str:
     try:
         return _attempt(claimed, started=started)
     except DATABASE_UNAVAILABLE as problem:
+        drop_broken_connections(problem, f"running {claimed.key}, left to its lease", extra=claimed.log_extra())
+        return "database_unavailable"
+    except InternalError as problem:
+        # Recording a failure after the session was ended for idling: an outage, not a worker's death.
+        if not session_ended(problem):
+            raise
         drop_broken_connections(problem, f"running {claimed.key}, left to its lease", extra=claimed.log_extra())
         return "database_unavailable"
 

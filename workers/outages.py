@@ -18,6 +18,14 @@ RECONNECT_BASE_SECONDS = 0.2
 RECONNECT_MAX_SECONDS = 5.0
 
 
+def session_ended(problem: Exception) -> bool:
+    """PostgreSQL itself ended the session, which sat idle in a transaction past its bound
+    (GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS: a process starved of CPU, or stopped, mid-write). Django
+    raises it as an InternalError at the next query; the connection is gone as after a restart, and what
+    the transaction wrote rolled back with it."""
+    return isinstance(problem.__cause__, psycopg.errors.IdleInTransactionSessionTimeout)
+
+
 def drop_broken_connections(problem: Exception, doing: str, *, extra: dict[str, object] | None = None) -> None:
     """The database went away while this thread was `doing` something: close the thread's
     connections, so that its next query opens a new one, and log it in one line."""

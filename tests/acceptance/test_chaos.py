@@ -2,8 +2,9 @@
 
 Everything at once, with real processes: worker processes SIGKILLed and replaced at random, workers
 frozen (SIGSTOP) inside a publish finalize holding the brief's lock until past their lease, then thawed
-or killed, every brief fanned out to three channels (docs/invariants.md#i14), each a reference target of
-its own with its own fault mix, answering 429, 503 and 500 and committing then hanging or dropping the connection,
+or killed, every brief fanned out to three channels (docs/invariants.md#i14), two reference targets and a
+real WordPress behind the fault proxy, each with its own fault mix, answering 429, 503 and 500 and
+committing then hanging or dropping the connection,
 approvals racing new revisions and second approvers, and a PostgreSQL restart half-way through. The
 driver (tests/chaos.py) starts its own PostgreSQL so that it can restart it, which is also why it runs
 as its own process here: this test session's database and settings stay untouched.
@@ -23,9 +24,10 @@ import pytest
 
 from tests.processes import BASE_DIR, process_env
 
-pytestmark = pytest.mark.acceptance
+pytestmark = [pytest.mark.acceptance, pytest.mark.wordpress]
 
-# About 25 briefs (60-odd publications) over 25 s of editorial chaos: under about 90 s in all on two cores.
+# About 25 briefs (90-odd publications on three channels) over 25 s of editorial chaos: about a minute in all
+# on two cores, WordPress's start included.
 SHORT_RUN = [
     *("--briefs", "25", "--workers", "3", "--editors", "3"),
     *("--editorial-seconds", "25", "--kill-every", "2", "4"),
@@ -65,7 +67,7 @@ def test_chaos__three_channels__kills_faults_races_and_a_postgresql_restart__exa
     assert figures["lost_intents"] == 0, output
     # Per channel (docs/invariants.md#i14), each its own target with its own fault mix: faults injected on
     # every one, and on every one exactly once, never backwards, every brief verified at its latest revision.
-    assert sorted(figures["by_channel"]) == ["app", "partner-feed", "web"], output
+    assert sorted(figures["by_channel"]) == ["partner-feed", "web", "wordpress"], output
     for slug, counts in figures["by_channel"].items():
         assert sum(counts["faults_injected"].values()) > 0, (slug, output)
         assert (counts["duplicates"], counts["regressions"], counts["lost_intents"]) == (0, 0, 0), (slug, output)

@@ -35,6 +35,7 @@ from tests.workers.test_operations import enqueue, expire_leases
 from workers import registry, tasks
 from workers.actions.housekeeping import reconcile_expired_leases
 from workers.drain import drain
+from workers.errors import FailureKind, OperationFailed
 from workers.models import Attempt, Operation
 from workers.registry import ClaimedOperation, Success
 
@@ -251,6 +252,37 @@ def test_nothing_lost__finalize_cut_off_by_the_database__left_to_its_lease__no_f
     assert (operation.status, operation.result) == ("succeeded", {"done": "k1"})
     attempts = Attempt.objects.order_by("number").values_list("worker_id", "outcome", "error_kind")
     assert list(attempts) == [("w1", "", "lease_expired"), ("w2", "succeeded", "")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nothing_lost__failure_record_stalls_past_the_idle_bound__worker_lives_left_to_its_lease(monkeypatch):
+    # A worker starved of CPU while it records a failed attempt: PostgreSQL ends its session for idling
+    # in the transaction (as GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS bounds it) and Django raises an
+    # InternalError at the next query. The worker must ride it out as an outage, not exit.
+    from workers.actions import claims
+
+    def time_out(job: ClaimedOperation) -> Success:
+        raise OperationFailed(FailureKind.TIMEOUT, "no answer within 1 s; the request may have been applied")
+
+    end_attempt = claims._end_attempt
+
+    def stall_then_end_attempt(*args: Any, **kwargs: Any) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL idle_in_transaction_session_timeout = '100ms'")
+        time.sleep(1.0)
+        end_attempt(*args, **kwargs)
+
+    monkeypatch.setitem(registry._handlers, "test.echo", time_out)
+    monkeypatch.setattr(claims, "_end_attempt", stall_then_end_attempt)
+    enqueue("k1")
+
+    outcomes = drain(worker_id="w1", kinds=["test.echo"], time_budget=30, idle_wait=0.2)
+
+    assert outcomes == {"database_unavailable": 1}
+    # Nothing of the failure committed: still running under w1's lease, for its expiry to hand on.
+    operation = Operation.objects.get()
+    assert (operation.status, operation.lease_owner, operation.last_error_kind) == ("running", "w1", "")
+    assert Attempt.objects.get().finished_at is None
 
 
 @pytest.mark.django_db(transaction=True)
