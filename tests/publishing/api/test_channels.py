@@ -60,7 +60,7 @@ def test_brief_resource__its_channels_and_a_receipt_per_channel_sent_to(editor_a
     assert receipts[PRIMARY_CHANNEL]["state"] == "verified"
     assert receipts[PRIMARY_CHANNEL]["permalink"] == f"http://{PRIMARY_CHANNEL}.example/story/1"
     assert receipts["partner-feed"]["state"] == "waiting"
-    assert receipts["partner-feed"]["why"] == "The website asked Galley to slow down"
+    assert receipts["partner-feed"]["why"] == "Partner feed asked Galley to slow down"  # the receipt names its channel
     assert receipts["partner-feed"]["until"] is not None
     assert {receipt["revision"] for receipt in body["receipts"]} == {1}
 
