@@ -43,6 +43,15 @@ def list_approval_channels(revision: Revision) -> list[ApprovalChannel]:
     )
 
 
+def list_added_channels(brief: Brief, number: int) -> dict[str, ApprovalChannel]:
+    """The channels an approver added to revision `number`'s approval afterwards ("also publish to"),
+    by slug, with who added them and when. One query."""
+    rows = ApprovalChannel.objects.filter(
+        approval__revision__brief=brief, approval__revision__number=number, added_by__isnull=False
+    ).select_related("channel", "added_by")
+    return {row.channel.slug: row for row in rows}
+
+
 def list_assignable_approvers() -> QuerySet[User]:
     return User.objects.filter(is_active=True, groups__name=Role.APPROVER.value).order_by("username")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.forms import DecisionForm
+from approvals.selectors import list_added_channels
 from publishing.actions.briefs import (
     NewBriefFormReused,
     check_change_brief_channels,
@@ -153,6 +155,15 @@ def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
     ahead of another."""
     latest = get_latest_revision(brief)
     receipts = get_channel_receipts(brief)
+    if receipts:
+        # A channel added after the approval says who added it (the approval's own set needs no word).
+        added = list_added_channels(brief, receipts[0].revision)
+        receipts = [
+            dataclasses.replace(r, added_by=str(added[r.channel].added_by), added_at=added[r.channel].created_at)
+            if r.channel in added
+            else r
+            for r in receipts
+        ]
     return {
         "brief": brief,
         "latest": latest,

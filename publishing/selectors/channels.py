@@ -50,6 +50,10 @@ class ChannelReceipt:
     until: datetime.datetime | None = None  # waiting: the next try
     permalink: str = ""  # published, verified
     verified_at: datetime.datetime | None = None
+    # Who added the channel to the approval afterwards ("also publish to"), and when; "" for the
+    # approval's own set (filled in by the brief page: approvals.selectors.list_added_channels).
+    added_by: str = ""
+    added_at: datetime.datetime | None = None
 
     @property
     def in_progress(self) -> bool:

@@ -50,7 +50,7 @@ def test_browser__brief_page__each_channels_receipt_changes_live_without_a_reloa
     expect(web).to_have_attribute("data-state", "verified", timeout=10_000)
     expect(web.get_by_test_id("receipt-permalink")).to_have_text(f"http://{PRIMARY_CHANNEL}.example/story/1")
     expect(partner).to_have_attribute("data-state", "waiting")
-    expect(partner.get_by_test_id("receipt-why")).to_have_text("The website is not answering")
+    expect(partner.get_by_test_id("receipt-why")).to_have_text("Partner feed is not answering")
     expect(page.locator('#channel-receipts [data-channel="newsletter"]')).to_have_attribute("data-state", "queued")
     assert page.evaluate("window.__marker") == 1
     screenshot(page, "brief-receipts")

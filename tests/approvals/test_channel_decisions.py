@@ -98,6 +98,12 @@ def test_invariant_14__also_publish_form__adds_one_channel__audited__page_says_w
     page = response.content.decode()
     assert "added by <strong>" in page and 'data-channel="newsletter"' in page
     assert AuditEvent.objects.filter(event_type="revision.channel_added", actor=approver).count() == 1
+    brief_page = client.get(brief.get_absolute_url()).content.decode()
+    # The brief page's receipt for the channel says it came after the approval, and who added it.
+    assert 'data-channel="newsletter"' in brief_page
+    assert f"added after the approval by {approver.username}" in brief_page
+    web_receipt = brief_page.split('data-channel="web"', 1)[1].split("</li>", 1)[0]
+    assert 'data-testid="receipt-added"' not in web_receipt  # web came with the approval
 
     refused = client.post(f"/briefs/{brief.public_id}/revisions/1/channels/", {"channel": "nowhere"})
     assert refused.status_code == 400 and "No channel is called" in refused.content.decode()
