@@ -104,6 +104,7 @@ def test_invariant_14__also_publish_form__adds_one_channel__audited__page_says_w
     assert f"added after the approval by {approver.username}" in brief_page
     web_receipt = brief_page.split('data-channel="web"', 1)[1].split("</li>", 1)[0]
     assert 'data-testid="receipt-added"' not in web_receipt  # web came with the approval
+    assert brief_page.count('data-testid="receipt-added"') == 1
 
     refused = client.post(f"/briefs/{brief.public_id}/revisions/1/channels/", {"channel": "nowhere"})
     assert refused.status_code == 400 and "No channel is called" in refused.content.decode()
