@@ -25,13 +25,15 @@ from publishing.identities import PUBLICATION_KINDS, PUBLISH, VERIFY
 from publishing.live import Partial, live_partial
 from publishing.roles import Role, require_role
 from publishing.selectors.briefs import list_headlines
-from publishing.selectors.metrics import list_channel_figures, list_publish_latency_per_minute
+from publishing.selectors.metrics import ChannelFigures, list_channel_figures, list_publish_latency_per_minute
 from workers.models import Attempt, Operation, OperationStatus
 from workers.selectors import (
+    ChannelGateState,
     MinuteCount,
     QueueSummary,
     get_queue_summary,
     list_attempts_per_minute,
+    list_channel_gates,
     list_dead_letters,
     list_expired_leases,
     list_needing_operator,
@@ -120,6 +122,16 @@ def _problem_lists() -> dict[str, object]:
     }
 
 
+def _channel_rows() -> list[tuple[ChannelFigures, str, ChannelGateState | None]]:
+    """Each channel's figures, its oldest queued operation's age, and its gate (rate limit, pauses), if any."""
+    gates = {gate.channel: gate for gate in list_channel_gates()}
+    now = timezone.now()
+    return [
+        (channel, duration(channel.oldest_queued_age(now)), gates.get(channel.channel))
+        for channel in list_channel_figures()
+    ]
+
+
 @require_GET
 @never_cache
 def ops(request: HttpRequest) -> HttpResponse:
@@ -191,9 +203,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         "attempt_totals": [(label, total) for label, _, total in attempt_series],
         "charts": charts,
         **_problem_lists(),
-        "channel_rows": [
-            (channel, duration(channel.oldest_queued_age(timezone.now()))) for channel in list_channel_figures()
-        ],
+        "channel_rows": _channel_rows(),
         "window_minutes": WINDOW_MINUTES,
     }
     return render(request, "ops/ops.html", context)

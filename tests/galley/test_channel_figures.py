@@ -81,9 +81,16 @@ def test_metrics__per_channel_families_labelled_by_channel(on_channels, operator
 
 
 def test_ops_page__a_row_per_channel(on_channels, operator):
+    from workers.actions.gates import pause_channel, set_channel_rate
+
+    set_channel_rate("partner-feed", rate_per_second=5)
+    pause_channel("partner-feed", seconds=60, reason="429 with Retry-After: 60")
     html = client_for(operator).get("/ops/").content.decode()
 
     assert 'id="ops-channels-heading"' in html
     partner = html.split('<tr data-channel="partner-feed">', 1)[1].split("</tr>", 1)[0]
     assert "Partner feed" in partner
-    assert [cell.split("</td>")[0] for cell in partner.split("<td>")[1:]] == ["0", "—", "3", "1", "1", "1"]
+    cells = [cell.split("</td>")[0].strip() for cell in partner.split("<td>")[1:]]
+    assert cells == ["0", "—", "3", "1", "1", "1", "5/s", "0"]
+    pauses = partner.split('data-testid="channel-pauses">', 1)[1].split("</td>", 1)[0]
+    assert pauses.startswith("1 — paused now") and "429 with Retry-After: 60" in pauses
