@@ -15,13 +15,13 @@ from datetime import datetime
 
 from django.conf import settings
 
+from publishing.clients import target
 from publishing.clients.target import (
     DEFAULT_TIMEOUT_SECONDS,
     TargetAuthError,
     TargetClient,
     TargetRejected,
     WordPressClient,
-    shared_from_settings,
 )
 from publishing.credentials import SealedValueUnreadable, unseal
 from publishing.models import Channel, ChannelKind
@@ -61,7 +61,8 @@ def client_for(slug: str) -> TargetClient:
     if not channel.enabled:
         raise ChannelUnavailable(f"Channel {slug!r} is disabled; nothing was sent (enable it in the admin)")
     if channel.from_settings:
-        return shared_from_settings()
+        # Looked up on the module at each call: the settings' client is the process's one, read now.
+        return target.shared_from_settings()
     with _lock:
         built = _built.get(slug)
         if built is not None and built[0] == channel.updated_at:
