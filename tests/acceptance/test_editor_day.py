@@ -46,15 +46,19 @@ TROUBLE_SHOWN_MS = PUBLISHED_DEADLINE_SECONDS * 1000
 
 @contextlib.contextmanager
 def website_paused(newsroom: Newsroom) -> Iterator[None]:
-    """The reference target SIGSTOPped: its socket still takes connections, nothing answers them
-    (a website that hangs, not one that is gone); resumed on the way out, whatever happened."""
-    target = next(child for child in newsroom.galley.children if "galley.reference_target" in " ".join(child.cmdline()))
-    target.suspend()
+    """Every reference target make run started (the website's and the partner feed's: the newsroom's
+    hosting) SIGSTOPped: their sockets still take connections, nothing answers them (sites that hang,
+    not ones that are gone); resumed on the way out, whatever happened. With one channel up the brief
+    would be published there, and its receipts say which channel waits (test_browser_channels)."""
+    targets = [child for child in newsroom.galley.children if "galley.reference_target" in child.cmdline()]
+    for target in targets:
+        target.suspend()
     try:
         yield
     finally:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            target.resume()
+        for target in targets:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                target.resume()
 
 
 def left_of(first: Locator, second: Locator) -> bool:
