@@ -263,8 +263,9 @@ def test_newsroom__publication_while_an_approver_types__live_status_typed_text_k
     operator = sign_in(browser, newsroom, "operator")
     before = scrape(operator, base_url)
     assert total(before, "galley_database_up") == 1
-    assert total(before, "galley_operations", kind=PUBLISH, state="succeeded") == 1
-    assert total(before, "galley_approval_to_published_seconds_count") == 1
+    # One publication so far, on each of make run's two channels (web and partner-feed).
+    assert total(before, "galley_operations", kind=PUBLISH, state="succeeded") == 2
+    assert total(before, "galley_approval_to_published_seconds_count") == 2  # a verification per channel
 
     # The demo approver is typing a comment on revision 3 when bea's approval publishes it: their page
     # follows the status without reloading, and the decision form, which could only be refused now,
@@ -289,15 +290,17 @@ def test_newsroom__publication_while_an_approver_types__live_status_typed_text_k
     shoot(typing, "15-revision-3-stale-form-notice")
 
     after = scrape(operator, base_url)
-    assert total(after, "galley_operations", kind=PUBLISH, state="succeeded") == 2
+    # Revision 3 on the website at least (the partner feed's may still be on its way), never more than
+    # one publish per channel.
+    assert 3 <= total(after, "galley_operations", kind=PUBLISH, state="succeeded") <= 4
     assert total(after, "galley_attempts_total", outcome="succeeded") > total(
         before, "galley_attempts_total", outcome="succeeded"
     )
-    assert total(after, "galley_approval_to_published_seconds_count") == 2
+    assert 3 <= total(after, "galley_approval_to_published_seconds_count") <= 4
     assert total(after, "galley_approval_to_published_seconds_sum") > total(
         before, "galley_approval_to_published_seconds_sum"
     )
-    assert total(after, "galley_approval_to_published_seconds_bucket", le="+Inf") == 2
+    assert 3 <= total(after, "galley_approval_to_published_seconds_bucket", le="+Inf") <= 4
     operator.goto(f"{base_url}/ops/")
     expect(operator.locator("#chart-throughput g[data-series=publish] circle.chart-point")).not_to_have_count(0)
     shoot(operator, "16-ops-after")
