@@ -9,8 +9,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
-from approvals.models import Approval, ApprovalChannel, Assignment, Comment
-from approvals.notifications import do_notify_assigned, do_notify_commented, do_notify_decided
+from approvals.models import Approval, ApprovalChannel, ApprovalCompletion, Assignment, Comment
+from approvals.notifications import (
+    do_notify_assigned,
+    do_notify_commented,
+    do_notify_decided,
+    do_notify_review_needed,
+)
+from approvals.policies import Policy, get_policy
 from approvals.selectors import (
     get_approvers_group,
     get_open_assignment,
@@ -18,6 +24,7 @@ from approvals.selectors import (
     get_valid_approval,
     list_assignable_approvers,
 )
+from approvals.sql import COMPLETE_POLICY_SQL
 from publishing.actions.channels import check_channel_set
 from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import do_change_brief_status
@@ -31,6 +38,7 @@ from publishing.selectors.publications import get_newer_sent_number
 from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.validation import clean_number, clean_text
 from workers.audit import record_audit_event
+from workers.prepared import execute_prepared
 
 COMMENT_MAX_CHARS = 10_000
 
@@ -104,28 +112,38 @@ def check_decide_revision(
             f"Revision {revision.number} is already published: there is nothing left to decide on it. "
             "To change the article, ask the editor for a new revision."
         )
-    approval = get_valid_approval(revision)
-    if decision == Approval.Decision.CHANGES_REQUESTED and approval is not None:
+    completion = ApprovalCompletion.objects.filter(revision=revision).select_related("approval__approver").first()
+    if completion is not None and decision == Approval.Decision.CHANGES_REQUESTED:
         raise DecisionAlreadyMade(
-            f"Revision {revision.number} was approved by {approval.approver} and is being published; "
-            "ask the editor for a new revision instead."
+            f"Revision {revision.number} was approved by {completion.approval.approver}, which completed its "
+            "approval policy, and it is being published; ask the editor for a new revision instead."
         )
-    channel_set = check_channel_set(brief, channels) if decision == Approval.Decision.APPROVED else []
+    # An approval after the completing one is recorded (the approver agrees) and publishes nothing more.
+    wanted = decision == Approval.Decision.APPROVED and completion is None
+    channel_set = check_channel_set(brief, channels) if wanted else []
     decided = do_decide_revision(
-        revision, decision=decision, comment=comment, channels=channel_set, acting_user=acting_user
+        revision,
+        decision=decision,
+        comment=comment,
+        channels=channel_set,
+        policy=get_policy(brief),
+        acting_user=acting_user,
     )
     return decided, True
 
 
 @transaction.atomic(savepoint=False)
 def do_decide_revision(
-    revision: Revision, *, decision: str, comment: str, channels: list[Channel], acting_user: User
+    revision: Revision, *, decision: str, comment: str, channels: list[Channel], policy: Policy, acting_user: User
 ) -> Approval:
     """Caller holds the brief's row lock and has checked that `revision` is the current one.
 
-    An approval freezes its channel set (`channels`: one ApprovalChannel row each) and writes one publish
-    operation per channel in the same transaction (docs/invariants.md#i5, #i14), their rows locked after
-    the brief's, never before (docs/architecture.md#lock-order).
+    The decision counts towards `policy` (docs/policies.md), recording the approver's groups. The
+    approval that completes the policy records the policy that applied (ApprovalCompletion, written only
+    when the revision's decisions meet it; its unique index arbitrates), freezes its channel set
+    (`channels`: one ApprovalChannel row each) and writes one publish operation per channel, all in this
+    transaction (docs/invariants.md#i5, #i14), their rows locked after the brief's, never before
+    (docs/architecture.md#lock-order). An approval that does not complete it tells whoever is still needed.
     """
     approval = Approval.objects.create(
         revision=revision,
@@ -133,11 +151,20 @@ def do_decide_revision(
         decision=decision,
         approver=acting_user,
         comment=comment,
+        approver_groups=sorted(acting_user.groups.values_list("name", flat=True)),
     )
     brief = revision.brief
+    completed = decision == Approval.Decision.APPROVED and _complete_policy(revision, approval, policy)
     old_status = brief.status
-    if brief.status != Brief.Status.APPROVED or decision != Approval.Decision.APPROVED:
-        do_change_brief_status(brief, BRIEF_STATUS_AFTER[Approval.Decision(decision)])
+    new_status = (
+        Brief.Status.CHANGES_REQUESTED
+        if decision == Approval.Decision.CHANGES_REQUESTED
+        else Brief.Status.APPROVED
+        if completed
+        else brief.status
+    )
+    if brief.status != new_status:
+        do_change_brief_status(brief, new_status)
     record_audit_event(
         acting_user=acting_user,
         event_type=f"revision.{decision}",
@@ -148,16 +175,49 @@ def do_decide_revision(
             "status": brief.status,
             "decision": decision,
             "payload_hash": revision.payload_hash,
-            **({"channels": [channel.slug for channel in channels]} if channels else {}),
+            **(
+                {
+                    "completes_policy": completed,
+                    "policy": {
+                        "desk": policy.desk.slug,
+                        "approvals_required": policy.approvals_required,
+                        "required_groups": list(policy.required_groups),
+                    },
+                }
+                if decision == Approval.Decision.APPROVED
+                else {}
+            ),
+            **({"channels": [channel.slug for channel in channels]} if completed else {}),
         },
     )
-    if decision == Approval.Decision.APPROVED:
+    if completed:
         ApprovalChannel.objects.bulk_create([ApprovalChannel(approval=approval, channel=c) for c in channels])
         for channel in channels:
             do_request_publication(revision, channel=channel.slug)
         do_emit_revision_approved(revision, acting_user=acting_user)
-    do_notify_decided(revision, decision=decision, acting_user=acting_user)
+    waiting = (
+        decision == Approval.Decision.APPROVED
+        and not completed
+        and not ApprovalCompletion.objects.filter(revision=revision).exists()
+    )
+    do_notify_decided(revision, decision=decision, completed=not waiting, acting_user=acting_user)
+    if waiting:
+        do_notify_review_needed(revision, policy=policy, acting_user=acting_user)
     return approval
+
+
+def _complete_policy(revision: Revision, approval: Approval, policy: Policy) -> bool:
+    """Record that `approval` completes `revision`'s policy if the decisions up to it meet `policy`; whether
+    it did (approvals.sql.COMPLETE_POLICY_SQL: one completion per revision, however many approvals race)."""
+    params = {
+        "revision_id": revision.pk,
+        "approval_id": approval.pk,
+        "desk_id": policy.desk.pk,
+        "approvals_required": policy.approvals_required,
+        "required_groups": list(policy.required_groups),
+    }
+    with execute_prepared(COMPLETE_POLICY_SQL, params) as cursor:
+        return cursor.fetchone() is not None
 
 
 def check_also_publish(public_id: str, *, revision_number: Any, channel: Any, acting_user: AnyUser) -> bool:

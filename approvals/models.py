@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import Group
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from publishing.models import Brief, Channel, Revision
+from publishing.models import Brief, Channel, Desk, Revision
 
 
 class Decision(models.TextChoices):
@@ -20,6 +21,10 @@ class Approval(models.Model):
     Enforced by the database (migration 0002): (revision_id, payload_hash) is a foreign key to
     the revision's (id, payload_hash), so an approval of another hash cannot exist; rows are
     append-only; an approver cannot approve a revision they authored.
+
+    An approval counts towards its revision's approval policy (docs/policies.md); `approver_groups`
+    are the approver's groups when they decided, which is what a required group's approval is
+    counted by, then and in every later check (a membership changed since changes nothing).
     """
 
     Decision = Decision
@@ -29,6 +34,9 @@ class Approval(models.Model):
     decision = models.CharField(max_length=32, choices=Decision.choices)
     approver = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="approvals")
     comment = models.TextField(blank=True)
+    approver_groups = ArrayField(
+        models.CharField(max_length=150), default=list, blank=True, help_text="The approver's groups when they decided."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -40,6 +48,37 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_decision_display()} {self.revision} by {self.approver}"
+
+
+class ApprovalCompletion(models.Model):
+    """The approval that completed revision N's approval policy, and the policy that applied then
+    (docs/policies.md): the desk, the approvals it required and its required groups (a brief flagged
+    for legal review adds Legal). Only it writes the publish intents, one per channel of its set, in
+    its own transaction (docs/invariants.md#i5), and the publish's checks count the revision's
+    approvals up to it against the policy recorded here (approvals.sql.valid_approval_of).
+
+    Enforced by the database (migration 0006): one completion per revision — two approvals completing
+    the policy at the same moment write one, so one set of intents; (revision_id, payload_hash) is a
+    foreign key to the revision's, and (approval_id, revision_id) to the approval's; append-only."""
+
+    revision = models.OneToOneField(Revision, on_delete=models.PROTECT, related_name="completion")
+    payload_hash = models.CharField(max_length=64)
+    approval = models.OneToOneField(Approval, on_delete=models.PROTECT, related_name="completion")
+    desk = models.ForeignKey(Desk, on_delete=models.PROTECT, related_name="+")
+    approvals_required = models.PositiveSmallIntegerField()
+    required_groups = ArrayField(models.CharField(max_length=150), default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(approvals_required__gte=1), name="approval_completion_requires_one"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.revision} completed by approval {self.approval_id}"
 
 
 class ApprovalChannel(models.Model):
@@ -153,6 +192,7 @@ class NotificationEvent(models.TextChoices):
     ASSIGNED = "assigned", "Assigned for review"
     APPROVED = "approved", "Approved"
     CHANGES_REQUESTED = "changes_requested", "Changes requested"
+    REVIEW_NEEDED = "review_needed", "Your approval is needed"
     COMMENTED = "commented", "Commented"
     PUBLISHED = "published", "Published"
     PUBLISH_FAILED = "publish_failed", "Publishing needs an operator"

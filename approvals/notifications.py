@@ -23,6 +23,7 @@ from django.utils import timezone
 from psycopg.rows import dict_row
 
 from approvals.models import Approval, Assignment, Comment, Notification
+from approvals.policies import Policy, get_shortfall
 from approvals.sql import COALESCE_NOTIFICATION_SQL, PUBLISHED_RECIPIENTS_SQL
 from publishing.identities import PUBLICATION_KINDS
 from publishing.models import Brief, Revision
@@ -135,15 +136,59 @@ def do_notify_submitted(revision: Revision, *, acting_user: User) -> None:
     )
 
 
-def do_notify_decided(revision: Revision, *, decision: str, acting_user: User) -> None:
+def do_notify_decided(revision: Revision, *, decision: str, completed: bool = True, acting_user: User) -> None:
+    """The editors hear of every decision; an approval that does not complete the policy says so."""
     brief = revision.brief
     event = Notification.Event(decision)
+    message = f"{acting_user}: {event.label.lower()} on revision {revision.number} of {brief.public_id}."
+    if decision == Approval.Decision.APPROVED and not completed:
+        message = (
+            f"{acting_user} approved revision {revision.number} of {brief.public_id}; its approval policy "
+            "needs more before it is published."
+        )
     do_notify(
         _authors(brief, revision),
         event=event,
         brief=brief,
         revision_number=revision.number,
-        message=f"{acting_user}: {event.label.lower()} on revision {revision.number} of {brief.public_id}.",
+        message=message,
+        acting_user=acting_user,
+    )
+
+
+def do_notify_review_needed(revision: Revision, *, policy: Policy, acting_user: User) -> None:
+    """After an approval that did not complete the policy, the next required reviewers: the members of
+    each required group still to approve, or, when only approvals are missing, the brief's reviewers —
+    never the author, nor anyone who has decided on the revision already."""
+    brief = revision.brief
+    missing_approvals, missing_groups = get_shortfall(revision, policy)
+    decided = set(revision.approvals.values_list("approver_id", flat=True))
+    if not missing_approvals and not missing_groups:
+        return
+    needs = []
+    candidates: list[User] = []
+    if missing_groups:
+        candidates += (
+            User.objects.filter(is_active=True, groups__name__in=missing_groups)
+            .filter(groups__name=Role.APPROVER.value)
+            .distinct()
+            .order_by("id")
+        )
+        needs.append("an approval from " + " and ".join(missing_groups))
+    if missing_approvals:
+        candidates += _reviewers(brief)
+        needs.append("1 more approval" if missing_approvals == 1 else f"{missing_approvals} more approvals")
+    needed = " and ".join(needs)
+    recipients = [user for user in candidates if user.pk not in decided and user.pk != revision.author_id]
+    do_notify(
+        recipients,
+        event=Notification.Event.REVIEW_NEEDED,
+        brief=brief,
+        revision_number=revision.number,
+        message=(
+            f"{acting_user} approved revision {revision.number} of {brief.public_id} “{revision.title}”; "
+            f"it still needs {needed} ({policy.desk} desk: {policy.describe()}). Your approval counts."
+        ),
         acting_user=acting_user,
     )
 

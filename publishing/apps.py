@@ -33,6 +33,8 @@ class PublishingConfig(AppConfig):
         # The primary channel is data every publication names (migration 0014 makes it); a flushed
         # database (the tests' TransactionTestCase) gets it back with the rest of post_migrate's rows.
         post_migrate.connect(_ensure_primary_channel, sender=self, dispatch_uid="galley_ensure_primary_channel")
+        # Every brief belongs to a desk: the default one (migration 0016) comes back the same way.
+        post_migrate.connect(_ensure_default_desk, sender=self, dispatch_uid="galley_ensure_default_desk")
 
 
 def _ensure_role_groups(sender: AppConfig, **kwargs: object) -> None:
@@ -46,3 +48,9 @@ def _ensure_primary_channel(sender: AppConfig, **kwargs: object) -> None:
     from publishing.actions.channels import ensure_primary_channel
 
     ensure_primary_channel(using=str(kwargs.get("using", "default")))
+
+
+def _ensure_default_desk(sender: AppConfig, **kwargs: object) -> None:
+    from publishing.actions.desks import ensure_default_desk
+
+    ensure_default_desk(using=str(kwargs.get("using", "default")))

@@ -85,6 +85,44 @@ class Channel(models.Model):
         return self.slug
 
 
+class Desk(models.Model):
+    """A section of the newsroom, and the approval policy of its briefs (docs/policies.md): how many
+    approvals from distinct approvers a revision needs, and the groups each of which must approve it
+    (e.g. Legal). The default desk (migration 0016: one approval, no group) is today's single
+    approver. Operators manage desks in the admin, audited; the approval that completes a revision's
+    policy records the policy that applied (approvals.models.ApprovalCompletion)."""
+
+    slug = models.SlugField(max_length=50, unique=True)
+    name = models.CharField(max_length=100, unique=True)
+    approvals_required = models.PositiveSmallIntegerField(
+        default=1, help_text="Approvals from distinct approvers a revision needs (1 to 10)."
+    )
+    required_groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="+",
+        help_text="Groups each of which must approve a revision (one approval from a member of each).",
+    )
+    is_default = models.BooleanField(default=False, help_text="New briefs go to the default desk.")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(approvals_required__gte=1, approvals_required__lte=10),
+                name="desk_approvals_required_range",
+            ),
+            models.UniqueConstraint(
+                fields=["is_default"], condition=models.Q(is_default=True), name="desk_one_default"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class Brief(models.Model):
     Status = BriefStatus
 
@@ -108,6 +146,12 @@ class Brief(models.Model):
         blank=True,
         related_name="briefs",
         help_text="Where an approval of it publishes (the default channels).",
+    )
+    desk = models.ForeignKey(
+        Desk, on_delete=models.PROTECT, related_name="briefs", help_text="Its section; its policy says who approves."
+    )
+    legal_review = models.BooleanField(
+        default=False, help_text="Flagged as needing legal review: Legal must approve; only Legal lifts it."
     )
     published_revision_number = models.PositiveIntegerField(
         null=True, blank=True, help_text="Highest revision verified on any channel; only ever grows."

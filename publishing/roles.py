@@ -23,6 +23,11 @@ class Role(StrEnum):
     OPERATOR = "Operators"
 
 
+# The group whose approval a brief flagged as needing legal review requires (docs/policies.md#legal);
+# its members approve as approvers (they are in Approvers too) and only they lift the flag.
+LEGAL_GROUP = "Legal"
+
+
 # Whoever a request or a caller names: signed in or not.
 AnyUser = AbstractBaseUser | AnonymousUser
 
@@ -72,8 +77,8 @@ def list_role_granters() -> list[str]:
 
 def ensure_role_groups(*, using: str = "default") -> None:
     """Create the role groups and give Operators read access to every Galley model. Idempotent."""
-    for role in Role:
-        Group.objects.using(using).get_or_create(name=role.value)
+    for name in (*(role.value for role in Role), LEGAL_GROUP):
+        Group.objects.using(using).get_or_create(name=name)
     operators = Group.objects.using(using).get(name=Role.OPERATOR.value)
     view_permissions = Permission.objects.using(using).filter(
         content_type__app_label__in=OPERATOR_APPS, codename__startswith="view_"

@@ -12,14 +12,16 @@ from django.db import transaction
 from django.utils import timezone
 from psycopg.rows import dict_row
 
+from publishing.actions.desks import clean_desk
 from publishing.actions.summaries import do_start_summary_run
 from publishing.errors import GalleyError, InvalidInput
 from publishing.hashing import source_hash
 from publishing.identities import brief_public_id
-from publishing.models import Brief, Channel
+from publishing.models import Brief, Channel, Desk
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.channel_sets import list_default_channels, list_enabled_channels
+from publishing.selectors.desks import get_default_desk
 from publishing.sql import NEXT_BRIEF_NUMBER_SQL
 from publishing.story import TITLE_MAX_CHARS
 from publishing.validation import clean_text
@@ -38,19 +40,32 @@ class NewBriefFormReused(GalleyError):
         self.brief = brief
 
 
-def check_create_brief(*, title: Any, source_material: Any, channels: Any = None, acting_user: AnyUser) -> Brief:
+def check_create_brief(
+    *, title: Any, source_material: Any, channels: Any = None, desk: Any = None, acting_user: AnyUser
+) -> Brief:
     """Create a brief; every call creates one (the new-brief form goes through check_submit_new_brief_form).
-    `channels`: slugs of enabled channels, None for the default ones."""
+    `channels`: slugs of enabled channels, None for the default ones; `desk`: a desk's slug, None for
+    the default desk."""
     acting_user = require_role(acting_user, Role.EDITOR, to="create briefs")
     title, source_material = _clean_brief_text(title, source_material)
     brief, _created = do_create_brief(
-        title=title, source_material=source_material, channels=clean_channels(channels), acting_user=acting_user
+        title=title,
+        source_material=source_material,
+        channels=clean_channels(channels),
+        desk=clean_desk(desk),
+        acting_user=acting_user,
     )
     return brief
 
 
 def check_submit_new_brief_form(
-    form_token: Any, *, title: Any, source_material: Any, channels: Any = None, acting_user: AnyUser
+    form_token: Any,
+    *,
+    title: Any,
+    source_material: Any,
+    channels: Any = None,
+    desk: Any = None,
+    acting_user: AnyUser,
 ) -> tuple[Brief, bool]:
     """Create the brief a new-brief form asks for, once per form: returns (brief, created).
 
@@ -59,7 +74,7 @@ def check_submit_new_brief_form(
     empty token creates a brief every time: only a script leaves it out, and scripts have the JSON
     API's Idempotency-Key. Raises InvalidInput (nothing written) for a token that is not one, and
     NewBriefFormReused when the token already created a brief from other text. `channels`: slugs of
-    enabled channels, None for the default ones.
+    enabled channels, None for the default ones; `desk`: a desk's slug, None for the default desk.
     """
     acting_user = require_role(acting_user, Role.EDITOR, to="create briefs")
     token = parse_form_token(form_token)
@@ -68,6 +83,7 @@ def check_submit_new_brief_form(
         title=title,
         source_material=source_material,
         channels=clean_channels(channels),
+        desk=clean_desk(desk),
         acting_user=acting_user,
         form_token=token,
     )
@@ -118,10 +134,12 @@ def do_create_brief(
     source_material: str,
     acting_user: User,
     channels: Sequence[Channel] | None = None,
+    desk: Desk | None = None,
     form_token: UUID | None = None,
 ) -> tuple[Brief, bool]:
     """Create the brief, or, for a form token that already created one, return that brief: (brief, created).
-    It goes to `channels`, or to the default channels (list_default_channels) when None.
+    It goes to `channels`, or to the default channels (list_default_channels) when None, and belongs to
+    `desk`, or to the default desk when None.
 
     Canonical-first: submissions of one form race on the token's unique index. The insert skips a
     conflict (a loser waits there for the winner's commit), and every caller then reads the brief
@@ -139,6 +157,7 @@ def do_create_brief(
         source_material=source_material,
         source_hash=source_hash(source_material),
         author=acting_user,
+        desk=desk or get_default_desk(),
         form_token=form_token,
     )
     if form_token is None:
@@ -156,7 +175,12 @@ def do_create_brief(
         event_type="brief.created",
         subject_type="brief",
         subject_id=brief.public_id,
-        new_state={"title": title, "status": brief.status, "channels": [channel.slug for channel in chosen]},
+        new_state={
+            "title": title,
+            "status": brief.status,
+            "channels": [channel.slug for channel in chosen],
+            "desk": brief.desk.slug,
+        },
     )
     do_start_summary_run(brief)
     return brief, True

@@ -22,6 +22,7 @@ from publishing.actions.briefs import check_create_brief
 from publishing.errors import InvalidInput, PermissionRefused
 from publishing.models import Brief, Revision
 from publishing.roles import Role
+from publishing.selectors.desks import get_default_desk
 from tests.web import TO_LOGIN, Outcome, assert_outcome, client_for, db_counts, refused
 from workers.models import AuditEvent
 
@@ -242,12 +243,14 @@ def _thousand_briefs_in_review(editor, approver) -> None:
     actions would take minutes), with the columns the actions would give them."""
     start = (Brief.objects.aggregate(top=Max("id"))["top"] or 0) + 1000
     now = timezone.now()
+    desk = get_default_desk()
     briefs = Brief.objects.bulk_create(
         Brief(
             public_id=f"brief-{start + n}",
             title=f"Bulk story {n}",
             author=editor,
             status=Brief.Status.IN_REVIEW,
+            desk=desk,
             created_at=now - timedelta(minutes=n),
         )
         for n in range(1000)

@@ -51,13 +51,14 @@ def insert_briefs(
             ), inserted AS (
                 INSERT INTO publishing_brief
                     (public_id, title, source_material, source_hash, author_id, status, published_revision_number,
-                     created_at, updated_at)
+                     created_at, updated_at, desk_id, legal_review)
                 SELECT 'brief-' || CASE WHEN n < 1000 THEN lpad(n::text, 3, '0') ELSE n::text END,
                        %(label)s || ' brief ' || n || ' on the ' || ({topics})[n %% 10 + 1],
                        '', %(source_hash)s, %(author)s, {status},
                        CASE WHEN {status} = 'published' THEN 1 + n %% 3 END,
                        statement_timestamp() - (%(count)s - g) * interval '20 seconds',
-                       statement_timestamp() - (%(count)s - g) * interval '20 seconds' + interval '5 minutes'
+                       statement_timestamp() - (%(count)s - g) * interval '20 seconds' + interval '5 minutes',
+                       (SELECT id FROM publishing_desk WHERE is_default), false
                 FROM numbered
                 RETURNING id
             )
@@ -103,6 +104,17 @@ def _decide_and_publish(conn: psycopg.Connection, *, first: int, last: int, appr
                %(approver)s, '', created_at + interval '1 minute'
         FROM ({latest}) AS latest
         """,  # type: ignore[arg-type]
+        params,
+    )
+    conn.execute(
+        """
+        INSERT INTO approvals_approvalcompletion
+            (revision_id, payload_hash, approval_id, desk_id, approvals_required, required_groups, created_at)
+        SELECT a.revision_id, a.payload_hash, a.id, (SELECT id FROM publishing_desk WHERE is_default), 1, '{}',
+               a.created_at
+        FROM approvals_approval a JOIN publishing_revision r ON r.id = a.revision_id
+        WHERE r.brief_id BETWEEN %(first)s AND %(last)s AND a.decision = 'approved'
+        """,
         params,
     )
     conn.execute(

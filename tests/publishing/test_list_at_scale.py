@@ -34,7 +34,7 @@ LIST_INDEXES = {"brief_created_idx", "brief_status_created_idx"}
 # creation time, as a bulk import makes them, so the order's tie-break on id is exercised.
 INSERT_BRIEFS = """
 INSERT INTO publishing_brief (public_id, title, source_material, source_hash, author_id, status,
-                              published_revision_number, created_at, updated_at)
+                              published_revision_number, created_at, updated_at, desk_id, legal_review)
 SELECT 'brief-' || (%(first)s + n),
        (ARRAY['Harbour', 'Rail', 'Council', 'School', 'Flood', 'Hospital', 'Bridge', 'Market', 'Festival',
               'Airport', 'Library'])[1 + n %% 11]
@@ -48,7 +48,8 @@ SELECT 'brief-' || (%(first)s + n),
               'published', 'published', 'published'])[1 + n %% 10],
        CASE WHEN n %% 10 >= 7 THEN 1 + n %% 3 END,
        now() - ((%(count)s - n) / 2) * interval '10 minutes',
-       now() - ((%(count)s - n) / 2) * interval '10 minutes' + interval '1 hour'
+       now() - ((%(count)s - n) / 2) * interval '10 minutes' + interval '1 hour',
+       (SELECT id FROM publishing_desk WHERE is_default), false
 FROM generate_series(1, %(count)s) AS n
 """
 

@@ -455,7 +455,12 @@ def test_audit__brief_created__event_with_actor_and_state(editor):
     assert created.event_type == "brief.created"
     assert created.actor == editor
     assert created.old_state is None
-    assert created.new_state == {"title": "Ferry timetable", "status": "drafting", "channels": ["web"]}
+    assert created.new_state == {
+        "title": "Ferry timetable",
+        "status": "drafting",
+        "channels": ["web"],
+        "desk": "general",
+    }
     # The summary pipeline's first step is written in the same transaction (docs/invariants.md#i5).
     assert (started.event_type, started.actor, started.new_state["run"]) == ("summary.started", None, 1)
 
