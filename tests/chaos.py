@@ -127,7 +127,6 @@ WORKER_SETTINGS = {
     "GALLEY_TARGET_TIMEOUT_SECONDS": "1",
     "GALLEY_LEASE_SECONDS": "4",
     "GALLEY_AI_TIMEOUT_SECONDS": "1",  # settings require leases to outlive AI calls too
-    "GALLEY_WEBHOOK_TIMEOUT_SECONDS": "1",  # and webhook deliveries (none is subscribed here)
     "GALLEY_BACKOFF_BASE_SECONDS": "0.2",
     "GALLEY_BACKOFF_MAX_SECONDS": "2",
     "GALLEY_MAX_ATTEMPTS": "20",
