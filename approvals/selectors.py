@@ -20,7 +20,7 @@ def list_decisions(revision: Revision) -> QuerySet[Approval]:
 
 
 def get_valid_approval(revision: Revision) -> Approval | None:
-    """An approval of exactly this revision and its payload hash (the first given), or None.
+    """The approval of exactly this revision and its payload hash that completed its approval policy, or None.
 
     An approval of another revision never counts, however similar its payload: the rule is
     approvals.sql.valid_approval_of, which the publish's own checks embed too.

@@ -1,14 +1,19 @@
-"""Run calls at the same moment on separate database connections; hold a row lock from another session."""
+"""Run calls at the same moment on separate database connections, or one per thread (Session) to interleave
+them by hand; hold a row lock from another session."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 from django.db import connection, transaction
+
+# How long a Session waits for a lock, or a test for a Session, before the test fails instead of hanging.
+WAIT_SECONDS = 10
 
 
 def run_together(*calls: Callable[[], Any]) -> list[tuple[str, Any]]:
@@ -41,14 +46,20 @@ def run_together(*calls: Callable[[], Any]) -> list[tuple[str, Any]]:
     return outcomes
 
 
+def raw_connection(**overrides: Any) -> psycopg.Connection[Any]:
+    """A psycopg connection to the test database of its own, outside Django (no Galley helper on it), in
+    a transaction from its first statement until commit(); `overrides` replace connection parameters."""
+    params = {**connection.get_connection_params(), **overrides}
+    params.pop("prepare_threshold", None)
+    return psycopg.connect(**params)
+
+
 @contextlib.contextmanager
 def brief_locked(brief: Any, *, at_most: float) -> Iterator[threading.Event]:
     """Hold `brief`'s row lock (FOR UPDATE) from a session of its own, as `psql` would (none of Galley's
     lock or idle bounds), until the block ends or `at_most` seconds have passed, whichever is first.
     Yields the event set when the lock is released (a wait that outlived the lock's holding sees it set)."""
-    params = {**connection.get_connection_params(), "options": "-c idle_in_transaction_session_timeout=0"}
-    params.pop("prepare_threshold", None)
-    holder = psycopg.connect(**params)
+    holder = raw_connection(options="-c idle_in_transaction_session_timeout=0")
     holder.execute("SELECT id FROM publishing_brief WHERE id = %s FOR UPDATE", [brief.id])
     released = threading.Event()
     release_lock = threading.Lock()
@@ -66,3 +77,51 @@ def brief_locked(brief: Any, *, at_most: float) -> Iterator[threading.Event]:
     finally:
         timer.cancel()
         release()
+
+
+class Session(threading.Thread):
+    """One call on its own thread, hence on its own database connection."""
+
+    def __init__(self, name: str, call: Callable[[], Any]) -> None:
+        super().__init__(name=name)
+        self.call = call
+        self.pid = 0
+        self.connected = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with connection.cursor() as cursor:
+                # A wait that is not a deadlock fails the test instead of hanging it.
+                cursor.execute(f"SET lock_timeout = '{WAIT_SECONDS}s'")
+                cursor.execute("SELECT pg_backend_pid()")
+                self.pid = cursor.fetchone()[0]
+            self.connected.set()
+            self.call()
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            connection.close()
+
+    def begin(self) -> Session:
+        self.start()
+        assert self.connected.wait(WAIT_SECONDS), f"{self.name} did not connect"
+        return self
+
+    def finish(self) -> None:
+        self.join(timeout=3 * WAIT_SECONDS)
+        assert not self.is_alive(), f"{self.name} hung"
+
+
+def wait_until_blocked_or_done(session: Session) -> None:
+    """Return once `session` waits for a lock another transaction holds, or has ended."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if not session.is_alive():
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", [session.pid])
+            if cursor.fetchone()[0]:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"{session.name} neither waited for a lock nor finished")

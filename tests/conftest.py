@@ -73,6 +73,12 @@ def approver(make_user):
 
 
 @pytest.fixture
+def approver2(make_user):
+    """A second approver, for policies and races that need two."""
+    return make_user("abe", Role.APPROVER)
+
+
+@pytest.fixture
 def operator(make_user):
     return make_user("otto", Role.OPERATOR)
 

@@ -44,8 +44,10 @@ def decide(
     payload_hash: Any = None,
     number: Any = None,
     comment: Any = "",
+    channels: Any = None,
 ) -> tuple[Approval, bool]:
-    """What the approval view does: one durable transaction around the action."""
+    """What the approval view does: one durable transaction around the action; `channels` as the approver
+    ticks them (None: the brief's)."""
     with transaction.atomic(durable=True):
         return check_decide_revision(
             revision.brief.public_id,
@@ -53,6 +55,7 @@ def decide(
             payload_hash=revision.payload_hash if payload_hash is None else payload_hash,
             decision=decision,
             comment=comment,
+            channels=channels,
             acting_user=by,
         )
 
@@ -70,11 +73,6 @@ def counts() -> tuple[int, int]:
 
 def status_of(brief: Brief) -> str:
     return Brief.objects.values_list("status", flat=True).get(pk=brief.pk)
-
-
-@pytest.fixture
-def approver2(make_user):
-    return make_user("abe", Role.APPROVER)
 
 
 @pytest.fixture

@@ -46,11 +46,6 @@ def inbox_ids(user: object) -> list[str]:
     return [brief.public_id for brief in list_inbox(user)]
 
 
-@pytest.fixture
-def approver2(make_user):
-    return make_user("abe", Role.APPROVER)
-
-
 @pytest.mark.parametrize("role", ["editor", "approver", "operator", "no_group", "anonymous"])
 def test_assign__permission_matrix(role, users, brief, revise):
     revise(brief, "Dockers walked out at dawn.")

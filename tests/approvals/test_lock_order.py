@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connection, transaction
+from django.db import OperationalError, transaction
 
 from approvals.actions import check_decide_revision
 from approvals.models import Approval
@@ -23,7 +23,7 @@ from publishing.actions.publications import do_record_publication, do_record_ver
 from publishing.actions.revisions import check_create_revision
 from publishing.identities import PUBLISH, VERIFY
 from publishing.models import Brief, Publication, Revision
-from publishing.roles import Role
+from tests.concurrency import WAIT_SECONDS, Session, wait_until_blocked_or_done
 from workers.actions import claims
 from workers.actions.claims import claim_operations, complete_operation
 from workers.models import Operation
@@ -31,59 +31,10 @@ from workers.registry import Success
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WAIT_SECONDS = 10
 # Where the worker is held inside its finalize transaction: before the domain's finalize writes
 # anything, right after it, or just before COMMIT (complete_operation's last call is
 # ring_doorbell), where the deferred foreign-key checks run.
 HOLD_POINTS = ["finalize_start", "finalize_end", "before_commit"]
-
-
-class Session(threading.Thread):
-    """One call on its own thread, hence on its own database connection."""
-
-    def __init__(self, name: str, call: Callable[[], Any]) -> None:
-        super().__init__(name=name)
-        self.call = call
-        self.pid = 0
-        self.connected = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            with connection.cursor() as cursor:
-                # A wait that is not a deadlock fails the test instead of hanging it.
-                cursor.execute(f"SET lock_timeout = '{WAIT_SECONDS}s'")
-                cursor.execute("SELECT pg_backend_pid()")
-                self.pid = cursor.fetchone()[0]
-            self.connected.set()
-            self.call()
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            connection.close()
-
-    def begin(self) -> Session:
-        self.start()
-        assert self.connected.wait(WAIT_SECONDS), f"{self.name} did not connect"
-        return self
-
-    def finish(self) -> None:
-        self.join(timeout=3 * WAIT_SECONDS)
-        assert not self.is_alive(), f"{self.name} hung"
-
-
-def wait_until_blocked_or_done(session: Session) -> None:
-    """Return once `session` waits for a lock another transaction holds, or has ended."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if not session.is_alive():
-            return
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", [session.pid])
-            if cursor.fetchone()[0]:
-                return
-        time.sleep(0.01)
-    raise AssertionError(f"{session.name} neither waited for a lock nor finished")
 
 
 def approve(revision: Revision, *, by: Any) -> Callable[[], object]:
@@ -191,11 +142,6 @@ def can_lock(model: type[Brief] | type[Operation], pk: int) -> bool:
     except OperationalError:
         return False
     return True
-
-
-@pytest.fixture
-def approver2(make_user):
-    return make_user("abe", Role.APPROVER)
 
 
 @pytest.fixture

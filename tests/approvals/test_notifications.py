@@ -23,7 +23,6 @@ from publishing.actions import publications
 from publishing.actions.briefs import check_create_brief
 from publishing.identities import PUBLISH, publish_key
 from publishing.models import Brief
-from publishing.roles import Role
 from tests.approvals.test_approvals import decide
 from tests.approvals.test_comments import post
 from tests.web import client_for
@@ -36,11 +35,6 @@ from workers.errors import FailureKind, OperationFailed
 from workers.models import Operation, OperationStatus
 
 Event = Notification.Event
-
-
-@pytest.fixture
-def approver2(make_user):
-    return make_user("abe", Role.APPROVER)
 
 
 def with_email(*users) -> None:

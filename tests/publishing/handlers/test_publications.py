@@ -29,7 +29,6 @@ from publishing.clients.target import TargetClient
 from publishing.hashing import payload_hash
 from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
-from publishing.roles import Role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.review import get_revision_page
 from tests.reference_target import TOKEN
@@ -53,11 +52,6 @@ def _fast_retries(settings):
     """Retries a test does not measure happen at once; tests that measure backoff set their own."""
     settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
     settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
-
-
-@pytest.fixture
-def approver2(make_user):
-    return make_user("abe", Role.APPROVER)
 
 
 def approve(revision: Revision, *, by: Any) -> Approval:
