@@ -111,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     try:
         # The demo's second channel is the second bundled target; with a target of one's own there is none.
-        demo = ["seed_demo", "--partner-feed-url", partner_url, "--partner-feed-token", partner_token]
+        # Its token goes in the environment, as the targets' do: not on a command line `ps` shows (and a
+        # token may begin with "-", which an option parser would take for an option).
+        demo = ["seed_demo", "--partner-feed-url", partner_url]
+        seed_environment = {**os.environ, "GALLEY_PARTNER_FEED_TOKEN": partner_token}
         for step in (["migrate", "--noinput"], demo if start_target else ["seed_demo"]):
-            if stopping or subprocess.run(manage(*step), check=False).returncode != 0:
+            if stopping or subprocess.run(manage(*step), check=False, env=seed_environment).returncode != 0:
                 return 1 if not stopping else 0
         address = f"{options.host}:{options.port}"
         if start_target:

@@ -67,3 +67,20 @@ def test_seed_demo__partner_feed__a_default_reference_channel_made_once__audited
     audit = AuditEvent.objects.filter(subject_type="channel", subject_id="partner-feed")
     assert [event.event_type for event in audit] == ["channel.created"]  # the second run changed nothing
     assert "partner-token" not in str(audit[0].new_state)
+
+
+def test_seed_demo__partner_feed_token_from_the_environment__kept_as_given_even_with_a_leading_dash(
+    tmp_path, monkeypatch
+):
+    """`make run` hands the token over in the environment (off `ps`); a generated token may begin with "-",
+    which argv would have taken for an option (the launcher's seed_demo exited 2 on one)."""
+    monkeypatch.setenv("GALLEY_PARTNER_FEED_TOKEN", "-Zq1token")
+    call_command(
+        "seed_demo",
+        "--partner-feed-url",
+        "http://127.0.0.1:8002",
+        credentials_file=str(tmp_path / "demo.json"),
+        stdout=StringIO(),
+    )
+
+    assert unseal(Channel.objects.get(slug="partner-feed").secret_sealed) == "-Zq1token"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,11 @@ class Command(BaseCommand):
             help="Where the generated passwords are kept between runs (never committed).",
         )
         parser.add_argument("--partner-feed-url", default="", help="The channel partner-feed's reference target.")
-        parser.add_argument("--partner-feed-token", default="", help="Its bearer token.")
+        parser.add_argument(
+            "--partner-feed-token",
+            default=os.environ.get("GALLEY_PARTNER_FEED_TOKEN", ""),
+            help="Its bearer token (default: the environment's GALLEY_PARTNER_FEED_TOKEN, kept off the command line).",
+        )
 
     def handle(
         self,
