@@ -29,10 +29,10 @@ from publishing.actions.channels import check_channel_set
 from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import do_change_brief_status
 from publishing.actions.webhooks import do_emit_revision_approved
-from publishing.errors import InvalidInput, NotFound, PermissionRefused
+from publishing.errors import InvalidInput, NotFound
 from publishing.identities import revision_subject_id
 from publishing.models import Brief, Channel, Revision
-from publishing.roles import AnyUser, Role, has_role, require_role
+from publishing.roles import AnyUser, Role, require_reviewer, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.publications import get_newer_sent_number
 from publishing.selectors.revisions import get_latest_revision, get_revision
@@ -278,16 +278,8 @@ def do_also_publish(revision: Revision, *, approval: Approval, channel: Channel,
 
 # --- Review workflow: assignment and comment threads ----------------------------------------------------
 
-REVIEWERS = (Role.EDITOR, Role.APPROVER)
 # The assignment form's value naming the Approvers group rather than one approver.
 APPROVERS_GROUP = "group"
-
-
-def require_reviewer(user: AnyUser, *, to: str) -> User:
-    """The user if they are an editor or an approver (who take part in a review); else PermissionRefused."""
-    if not isinstance(user, User) or not any(has_role(user, role) for role in REVIEWERS):
-        raise PermissionRefused(f"Only members of Editors or Approvers can {to}.")
-    return user
 
 
 def _assignment_target(value: Any) -> tuple[User | None, Group | None]:

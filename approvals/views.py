@@ -15,7 +15,6 @@ from approvals.actions import (
     check_decide_revision,
     check_post_comment,
     check_resolve_thread,
-    require_reviewer,
 )
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
 from approvals.forms import CommentForm, DecisionForm
@@ -24,7 +23,7 @@ from approvals.notifications import do_mark_read
 from approvals.selectors import list_inbox, list_notifications
 from publishing.errors import GalleyError, InvalidInput, NotFound, PermissionRefused
 from publishing.middleware import check_form_text, checks_own_form_text
-from publishing.roles import AnyUser, Role, can_view, require_role
+from publishing.roles import AnyUser, Role, can_view, require_reviewer, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.review import get_revision_page
 from publishing.selectors.revisions import get_revision

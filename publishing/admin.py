@@ -20,6 +20,13 @@ from publishing.actions.channels import (
     check_delete_channel,
     check_save_channel,
 )
+from publishing.actions.desks import (
+    DESK_SETTINGS,
+    check_delete_desk,
+    check_save_desk,
+    clean_desk_values,
+    desk_deletion_refusal,
+)
 from publishing.actions.resolutions import (
     OPEN,
     Outcome,
@@ -38,6 +45,7 @@ from publishing.models import (
     ApiToken,
     Brief,
     Channel,
+    Desk,
     Draft,
     EditorPresence,
     PublicationProblem,
@@ -339,12 +347,37 @@ class WebhookSubscriberForm(forms.ModelForm):
         return cleaned
 
 
+class OperatorConfiguredAdmin(admin.ModelAdmin):
+    """Settings operators configure (webhook subscribers, channels, desks), each change through an
+    audited action: only Operators add, change and delete."""
+
+    # The changelist's bulk delete, offered only where delete_queryset goes through the action: elsewhere
+    # it would bypass the action's refusal and audit, and a row is deleted from its own page.
+    bulk_delete = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return has_role(request.user, Role.OPERATOR)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        if not self.bulk_delete:
+            actions.pop("delete_selected", None)
+        return actions
+
+
 @admin.register(WebhookSubscriber)
-class WebhookSubscriberAdmin(admin.ModelAdmin):
+class WebhookSubscriberAdmin(OperatorConfiguredAdmin):
     """Operators register the URLs that receive lifecycle events; every create, change and delete is
     audited (publishing.actions.webhooks), the secret never in the record."""
 
     form = WebhookSubscriberForm
+    bulk_delete = True  # delete_queryset deletes each through the action, audited
     list_display = ["name", "url", "event_types", "enabled", "secret_state", "updated_at"]
     list_filter = ["enabled"]
     search_fields = ["name", "url"]
@@ -369,15 +402,6 @@ class WebhookSubscriberAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookSubscriber]) -> None:
         for subscriber in queryset.order_by("id"):
             do_delete_webhook_subscriber(subscriber, acting_user=_operator(request))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return has_role(request.user, Role.OPERATOR)
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return has_role(request.user, Role.OPERATOR)
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return has_role(request.user, Role.OPERATOR)
 
 
 @admin.register(WebhookDelivery)
@@ -434,7 +458,7 @@ PRIMARY_NOTE = (
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(OperatorConfiguredAdmin):
     """Operators configure channels here (publishing.actions.channels: every change audited, the
     credentials never in an audit record, a page or a log). The slug is set once: it is part of every
     operation key on the channel."""
@@ -467,22 +491,10 @@ class ChannelAdmin(admin.ModelAdmin):
             return ["slug", "primary_note", *CONNECTION_SETTINGS, "credentials", "clear_credentials"]
         return ["slug", "credentials_set"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return has_role(request.user, Role.OPERATOR)
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return has_role(request.user, Role.OPERATOR)
-
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         if isinstance(obj, Channel) and obj.from_settings:
             return False
-        return has_role(request.user, Role.OPERATOR)
-
-    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
-        # The bulk delete would bypass the action's refusal and audit; a channel is deleted from its page.
-        actions = super().get_actions(request)
-        actions.pop("delete_selected", None)
-        return actions
+        return super().has_delete_permission(request, obj)
 
     # An error report of a request to this page (an exception's email or page) shows the credentials as stars.
     @method_decorator(sensitive_post_parameters("credentials"))
@@ -514,3 +526,102 @@ class ChannelAdmin(admin.ModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Channel) -> None:
         check_delete_channel(obj.pk, acting_user=request.user)
+
+
+class DeskForm(forms.ModelForm):
+    """A desk's policy. `is_default` is the form's own field, outside the model form's validation:
+    the model's desk_one_default would refuse making a second desk the default, and the action moves
+    the flag from the desk that has it instead."""
+
+    approvals_required = forms.IntegerField(
+        min_value=1, max_value=10, initial=1, help_text="Approvals from distinct approvers a revision needs (1 to 10)."
+    )
+    is_default = forms.BooleanField(
+        required=False, label="Default desk", help_text="New briefs go to the default desk; there is always one."
+    )
+
+    class Meta:
+        model = Desk
+        fields = ["slug", "name", "approvals_required", "required_groups"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if not self.errors:
+            try:
+                clean_desk_values(self.instance if self.instance.pk else None, desk_values(cleaned))
+            except GalleyError as refusal:
+                raise forms.ValidationError(refusal.message) from refusal
+        return cleaned
+
+    def validate_unique(self) -> None:
+        # clean_desk_values has said, in its words, whether the slug or the name is taken.
+        pass
+
+
+def desk_values(cleaned: dict[str, Any]) -> dict[str, Any]:
+    """The desk form's values as the actions take them: the required groups by name."""
+    values = {name: cleaned[name] for name in DESK_SETTINGS if name in cleaned}
+    values["required_groups"] = [group.name for group in cleaned.get("required_groups", [])]
+    return values
+
+
+@admin.register(Desk)
+class DeskAdmin(OperatorConfiguredAdmin):
+    """Operators define desks and their approval policies here (publishing.actions.desks: every
+    change audited with the required groups, old and new). The slug is set once; a desk with briefs,
+    and the default desk, are never deleted."""
+
+    form = DeskForm
+    list_display = ["slug", "name", "approvals_required", "groups", "is_default", "updated_at"]
+    list_filter = ["is_default"]
+    search_fields = ["slug", "name"]
+    fields = ["slug", "name", "approvals_required", "required_groups", "is_default", "created_at", "updated_at"]
+    # The model form never sets is_default: the form's field of that name goes to the action.
+    exclude = ["is_default"]
+    filter_horizontal = ["required_groups"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Desk]:
+        return super().get_queryset(request).prefetch_related("required_groups")
+
+    @admin.display(description="Required groups")
+    def groups(self, desk: Desk) -> str:
+        return ", ".join(sorted(group.name for group in desk.required_groups.all())) or "—"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Desk | None = None) -> list[str]:
+        return ["created_at", "updated_at"] if obj is None else ["slug", "created_at", "updated_at"]
+
+    def get_form(self, request: HttpRequest, obj: Desk | None = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.base_fields["is_default"].initial = obj is not None and obj.is_default
+        return form
+
+    def save_model(self, request: HttpRequest, obj: Desk, form: forms.ModelForm, change: bool) -> None:
+        # The admin's change view holds a transaction; the action joins it and sets the required
+        # groups too, so that one audit record holds them old and new.
+        saved = check_save_desk(
+            obj.pk if change else None, values=desk_values(form.cleaned_data), acting_user=request.user
+        )
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    def save_related(self, request: HttpRequest, form: forms.ModelForm, formsets: Any, change: bool) -> None:
+        # save_model's action has set the required groups, audited: the form's own save_m2m would set
+        # them again, unaudited. A desk has no inlines, so there is nothing else to save.
+        pass
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        if isinstance(obj, Desk) and obj.is_default:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        refusals = [refusal for desk in objs if (refusal := desk_deletion_refusal(desk))]
+        if refusals:
+            # The page would otherwise ask for permission to delete the briefs, which are never deleted
+            # with their desk (PROTECT): it says why the desk stays instead.
+            return deleted, counts, set(), [*protected, *refusals]
+        return deleted, counts, perms_needed, protected
+
+    def delete_model(self, request: HttpRequest, obj: Desk) -> None:
+        check_delete_desk(obj.pk, acting_user=request.user)

@@ -12,6 +12,7 @@ from django.http import QueryDict
 from publishing.errors import InvalidInput
 from publishing.models import Brief, Channel
 from publishing.selectors.channel_sets import list_default_channels, list_enabled_channels
+from publishing.selectors.desks import list_desks
 from publishing.story import TAGS_LABEL, TEXT_FIELDS, TITLE_MAX_CHARS, story_fields
 
 
@@ -47,6 +48,21 @@ class BriefForm(ChannelsForm):
     form_token = forms.CharField(widget=forms.HiddenInput, required=False)
     title = forms.CharField(max_length=TITLE_MAX_CHARS)
     source_material = forms.CharField(widget=forms.Textarea(attrs={"rows": 12}), required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        desks = list(list_desks())
+        # One desk is no choice: the brief goes to the default desk (publishing.actions.desks.clean_desk).
+        if len(desks) > 1:
+            self.fields["desk"] = forms.ChoiceField(
+                choices=[(desk.slug, desk.name) for desk in desks],
+                initial=next((desk.slug for desk in desks if desk.is_default), None),
+                help_text="Its desk's policy says how many approvals it needs, and from whom.",
+            )
+
+    @property
+    def offers_desks(self) -> bool:
+        return "desk" in self.fields
 
     @classmethod
     def blank(cls) -> BriefForm:

@@ -32,15 +32,26 @@ LEGAL_GROUP = "Legal"
 AnyUser = AbstractBaseUser | AnonymousUser
 
 
-def user_roles(user: AnyUser) -> frozenset[Role]:
-    """The user's roles, cached on the user object for the rest of the request."""
+def _group_names(user: AnyUser) -> frozenset[str]:
+    """The names of the user's groups (none for an inactive or anonymous user), read once and cached
+    on the user object for the rest of the request."""
     if not isinstance(user, User) or not user.is_active:
         return frozenset()
-    cached = user.__dict__.get("_galley_roles")
+    cached = user.__dict__.get("_galley_groups")
     if cached is None:
-        names = set(user.groups.values_list("name", flat=True))
-        cached = user.__dict__["_galley_roles"] = frozenset(role for role in Role if role.value in names)
+        cached = user.__dict__["_galley_groups"] = frozenset(user.groups.values_list("name", flat=True))
     return cached
+
+
+def user_roles(user: AnyUser) -> frozenset[Role]:
+    """The user's roles (from the same cached read as in_legal)."""
+    names = _group_names(user)
+    return frozenset(role for role in Role if role.value in names)
+
+
+def in_legal(user: AnyUser) -> bool:
+    """Whether the user is an active member of Legal (LEGAL_GROUP)."""
+    return LEGAL_GROUP in _group_names(user)
 
 
 def has_role(user: AnyUser, role: Role) -> bool:
@@ -56,6 +67,17 @@ def require_role(user: AnyUser, role: Role, *, to: str) -> User:
     what they tried. Only a signed-in, active account holds a role."""
     if not isinstance(user, User) or not has_role(user, role):
         raise PermissionRefused(f"Only members of {role.value} can {to}.")
+    return user
+
+
+# Who take part in a review: assignment, comment threads, and the legal-review flag.
+REVIEWERS = (Role.EDITOR, Role.APPROVER)
+
+
+def require_reviewer(user: AnyUser, *, to: str) -> User:
+    """The user if they are an editor or an approver (who take part in a review); else PermissionRefused."""
+    if not isinstance(user, User) or not any(has_role(user, role) for role in REVIEWERS):
+        raise PermissionRefused(f"Only members of Editors or Approvers can {to}.")
     return user
 
 

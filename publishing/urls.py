@@ -18,6 +18,9 @@ urlpatterns = [
     path("briefs/<str:public_id>/draft/", views.draft_save, name="draft_save"),
     path("briefs/<str:public_id>/draft/presence/", views.draft_presence, name="draft_presence"),
     path("briefs/<str:public_id>/draft/take-over/", views.draft_take_over, name="draft_take_over"),
+    # The legal-review flag (publishing.actions.legal): raised by editors and approvers, lifted by Legal.
+    path("briefs/<str:public_id>/legal-review/", views.legal_review_flag, name="legal_review_flag"),
+    path("briefs/<str:public_id>/legal-review/lift/", views.legal_review_lift, name="legal_review_lift"),
     path("briefs/<str:public_id>/source/", views.brief_source_edit, name="source_edit"),
     path("briefs/<str:public_id>/suggestions/<int:run_number>/use/", views.use_suggestion, name="use_suggestion"),
     path("briefs/<str:public_id>/revisions/<int:number>/", views.revision_detail, name="revision"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -28,6 +29,7 @@ from publishing.actions.drafts import (
     check_submit_draft,
     check_take_over_draft,
 )
+from publishing.actions.legal import check_flag_legal_review, check_lift_legal_review
 from publishing.actions.revisions import check_restore_revision, check_use_suggestion
 from publishing.diffs import diff_payloads
 from publishing.errors import (
@@ -124,6 +126,7 @@ def brief_new(request: HttpRequest) -> HttpResponse:
                 title=request.POST.get("title", ""),
                 source_material=request.POST.get("source_material", ""),
                 channels=BriefForm.chosen(request.POST),
+                desk=request.POST.get("desk"),
                 acting_user=request.user,
             )
     except NewBriefFormReused as exc:
@@ -184,6 +187,47 @@ def brief_live(request: HttpRequest, public_id: str) -> Partial:
     publish, an editor's next revision of a published brief)."""
     brief = access_brief(public_id, acting_user=request.user)
     return Partial("publishing/brief_live.html", _brief_live_context(request, brief), live=True)
+
+
+@require_POST
+def legal_review_flag(request: HttpRequest, public_id: str) -> HttpResponse:
+    """ "Needs legal review" (editors, approvers): the brief's approval then also needs Legal's."""
+    return _set_legal_review(
+        request,
+        public_id,
+        check_flag_legal_review,
+        done="Flagged as needing legal review: an approval from Legal is required now.",
+        already="The brief was already flagged as needing legal review.",
+    )
+
+
+@require_POST
+def legal_review_lift(request: HttpRequest, public_id: str) -> HttpResponse:
+    """ "Lift legal review" (Legal only)."""
+    return _set_legal_review(
+        request,
+        public_id,
+        check_lift_legal_review,
+        done="Legal review lifted: Legal's approval is no longer required.",
+        already="The brief was not flagged as needing legal review.",
+    )
+
+
+def _set_legal_review(
+    request: HttpRequest, public_id: str, check: Callable[..., bool], *, done: str, already: str
+) -> HttpResponse:
+    """Run the flag's action; back to the brief page with what happened, or why not."""
+    try:
+        with transaction.atomic(durable=True):
+            changed = check(public_id, acting_user=request.user)
+    except GalleyError as exc:
+        messages.error(request, exc.message)
+    else:
+        if changed:
+            messages.success(request, done)
+        else:
+            messages.info(request, already)
+    return redirect("publishing:brief", public_id)
 
 
 @checks_own_form_text

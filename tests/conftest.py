@@ -11,7 +11,7 @@ from django.db import transaction
 from publishing.actions.briefs import check_create_brief
 from publishing.actions.revisions import check_create_revision
 from publishing.models import Brief, Revision
-from publishing.roles import Role, ensure_role_groups
+from publishing.roles import LEGAL_GROUP, Role, ensure_role_groups
 from tests.browser import browser  # noqa: F401  (a fixture, for the browser tests of every app)
 from tests.reference_target import add_channel, start_target, target  # noqa: F401  (fixtures, for every app)
 from workers.drain import shutdown_pool
@@ -81,6 +81,14 @@ def approver2(make_user):
 @pytest.fixture
 def operator(make_user):
     return make_user("otto", Role.OPERATOR)
+
+
+@pytest.fixture
+def legal(make_user):
+    """An approver in Legal, who approves flagged briefs and alone lifts their flag."""
+    user = make_user("lena", Role.APPROVER)
+    user.groups.add(Group.objects.get(name=LEGAL_GROUP))
+    return user
 
 
 @pytest.fixture

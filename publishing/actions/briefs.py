@@ -207,7 +207,7 @@ def do_update_source_material(brief: Brief, *, source_material: str, acting_user
     brief.source_hash = digest
     brief.updated_at = timezone.now()
     brief.save(update_fields=["source_material", "source_hash", "updated_at"])
-    _audit_brief_change(brief, "source_changed", "source_hash", old_hash, digest, acting_user=acting_user)
+    audit_brief_change(brief, "source_changed", "source_hash", old_hash, digest, acting_user=acting_user)
     do_start_summary_run(brief)
     return brief
 
@@ -231,11 +231,11 @@ def do_change_brief_channels(brief: Brief, *, channels: Sequence[Channel], actin
     if old == new:
         return brief
     brief.channels.set(channels)
-    _audit_brief_change(brief, "channels_changed", "channels", old, new, acting_user=acting_user)
+    audit_brief_change(brief, "channels_changed", "channels", old, new, acting_user=acting_user)
     return brief
 
 
-def _audit_brief_change(brief: Brief, change: str, field: str, old: Any, new: Any, *, acting_user: User) -> None:
+def audit_brief_change(brief: Brief, change: str, field: str, old: Any, new: Any, *, acting_user: User) -> None:
     """Audit `brief.<change>`: one field of the brief, from `old` to `new`."""
     record_audit_event(
         acting_user=acting_user,

@@ -6,11 +6,13 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Path, Query, Router, Schema
 
 from publishing.actions.briefs import check_create_brief, check_update_source_material
+from publishing.actions.legal import check_flag_legal_review, check_lift_legal_review
 from publishing.actions.revisions import check_create_revision, check_use_suggestion
 from publishing.api.channels import ChannelReceiptOut, receipt_out
 from publishing.api.common import (
@@ -61,6 +63,12 @@ MAX_PAGE = 100
 class BriefIn(BodyIn):
     title: str = Field(min_length=1, max_length=TITLE_MAX_CHARS, pattern=TEXT)
     source_material: str = Field("", pattern=NO_NUL, description="Up to GALLEY_MAX_BODY_CHARS characters.")
+    desk: str | None = Field(
+        None,
+        max_length=50,
+        pattern=NO_NUL,
+        description="A desk's slug (its policy says who approves); left out or null: the default desk.",
+    )
 
 
 class BriefOut(Schema):
@@ -68,6 +76,8 @@ class BriefOut(Schema):
     title: str
     status: BriefStatus
     author: str
+    desk: str = Field(description="Its desk's slug: the desk's policy says how many approvals it needs, from whom.")
+    legal_review: bool = Field(description="Flagged as needing legal review: its approval also needs Legal's.")
     latest_revision: int | None
     published_revision: int | None
     created_at: datetime
@@ -94,6 +104,12 @@ class BriefDetailOut(BriefOut):
         description="The newest revision an approval sent: one receipt per channel it was sent to (its approval "
         "froze that set); empty before any was sent."
     )
+
+
+class LegalReviewOut(Schema):
+    brief_id: str
+    legal_review: bool = Field(description="The flag as it is now.")
+    changed: bool = Field(description="False when the brief already was as asked: nothing was written.")
 
 
 class SourceMaterialIn(BodyIn):
@@ -211,6 +227,8 @@ def brief_out(
         title=brief.title,
         status=BriefStatus(brief.status),
         author=brief.author.get_username(),
+        desk=brief.desk.slug,
+        legal_review=brief.legal_review,
         latest_revision=latest_revision,
         published_revision=brief.published_revision_number,
         created_at=brief.created_at,
@@ -277,7 +295,9 @@ def create_brief(request: HttpRequest, data: BriefIn, idempotency_key: str = ide
     """Create a brief (Editors); its summary run starts. 201 with the brief."""
 
     def write(user: User) -> tuple[int, BriefOut]:
-        brief = check_create_brief(title=data.title, source_material=data.source_material, acting_user=user)
+        brief = check_create_brief(
+            title=data.title, source_material=data.source_material, desk=data.desk, acting_user=user
+        )
         return 201, brief_out(brief, latest_revision=None, detail=True)
 
     return idempotent_post(request, idempotency_key, write)
@@ -291,7 +311,7 @@ def list_briefs_page(request: HttpRequest, filters: Query[BriefFilters]) -> Brie
         raise PermissionRefused("You need the Editors, Approvers or Operators role to see briefs.")
     # The web UI's list (publishing.selectors.briefs.list_briefs) pages by offset; a cursor is a keyset
     # condition on the same order, which the same indexes (migration 0009) serve.
-    briefs = Brief.objects.select_related("author").order_by(*BRIEF_LIST_ORDER)
+    briefs = Brief.objects.select_related("author", "desk").order_by(*BRIEF_LIST_ORDER)
     if filters.status:
         briefs = briefs.filter(status=filters.status)
     if filters.q:
@@ -335,6 +355,36 @@ def replace_source_material(
         )
 
     return idempotent_post(request, idempotency_key, write)
+
+
+@router.post(
+    "/briefs/{brief_id}/legal-review",
+    response={200: LegalReviewOut, **WRITE_PROBLEMS},
+    summary="Flag as needing legal review",
+)
+def flag_legal_review(
+    request: HttpRequest, brief_id: BriefId, idempotency_key: str = idempotency_key_header()
+) -> HttpResponse:
+    """Flag the brief as needing legal review (Editors, Approvers): its approval then also needs one
+    from a member of Legal. 200; `changed` false when it was flagged already (nothing written)."""
+
+    def write(user: User) -> tuple[int, LegalReviewOut]:
+        changed = check_flag_legal_review(brief_id, acting_user=user)
+        return 200, LegalReviewOut(brief_id=brief_id, legal_review=True, changed=changed)
+
+    return idempotent_post(request, idempotency_key, write)
+
+
+@router.delete(
+    "/briefs/{brief_id}/legal-review", response={200: LegalReviewOut, **PROBLEMS}, summary="Lift legal review"
+)
+def lift_legal_review(request: HttpRequest, brief_id: BriefId) -> LegalReviewOut:
+    """Lift the brief's legal-review flag (members of Legal only; anyone else 403). 200; `changed`
+    false when it was not flagged (nothing written). Idempotent as a DELETE is: no Idempotency-Key."""
+    # A write of its own: one transaction holds the brief's lock, the change and its audit record.
+    with transaction.atomic(durable=True):
+        changed = check_lift_legal_review(brief_id, acting_user=_user(request))
+    return LegalReviewOut(brief_id=brief_id, legal_review=False, changed=changed)
 
 
 @router.post(
