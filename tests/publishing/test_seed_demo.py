@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from publishing.credentials import unseal
-from publishing.models import Channel
-from publishing.roles import Role, has_role
+from publishing.models import Channel, Desk
+from publishing.roles import LEGAL_GROUP, Role, has_role
 from workers.models import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -84,3 +84,18 @@ def test_seed_demo__partner_feed_token_from_the_environment__kept_as_given_even_
     )
 
     assert unseal(Channel.objects.get(slug="partner-feed").secret_sealed) == "-Zq1token"
+
+
+def test_seed_demo__politics_desk_and_its_reviewers__made_once_audited(tmp_path):
+    seed(tmp_path)
+    seed(tmp_path)
+
+    politics = Desk.objects.get(slug="politics")
+    assert politics.approvals_required == 2 and not politics.is_default
+    assert list(politics.required_groups.values_list("name", flat=True)) == [LEGAL_GROUP]
+    legal = User.objects.get(username="legal")
+    assert has_role(legal, Role.APPROVER) and legal.groups.filter(name=LEGAL_GROUP).exists()
+    assert has_role(User.objects.get(username="approver2"), Role.APPROVER)
+    assert [e.event_type for e in AuditEvent.objects.filter(subject_type="desk", subject_id="politics")] == [
+        "desk.created"
+    ]

@@ -13,17 +13,23 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from publishing.actions.channels import do_save_channel
+from publishing.actions.desks import do_save_desk
 from publishing.credentials import SealedValueUnreadable, unseal
-from publishing.models import Channel, ChannelKind
-from publishing.roles import Role, ensure_role_groups
+from publishing.models import Channel, ChannelKind, Desk
+from publishing.roles import LEGAL_GROUP, Role, ensure_role_groups
 
-# (username, role, staff): the Django admin at /admin/ lets in staff accounts only, so the demo operator,
-# whose work is there, is staff; the others are not (docs/operations.md#admin).
-DEMO_USERS = [
-    ("editor", Role.EDITOR, False),
-    ("approver", Role.APPROVER, False),
-    ("operator", Role.OPERATOR, True),
+# (username, role, staff, other groups): the Django admin at /admin/ lets in staff accounts only, so the demo
+# operator, whose work is there, is staff; the others are not (docs/operations.md#admin). A second approver
+# and a Legal reviewer make the Politics desk's policy (two approvals, one from Legal) walkable.
+DEMO_USERS: list[tuple[str, Role, bool, tuple[str, ...]]] = [
+    ("editor", Role.EDITOR, False, ()),
+    ("approver", Role.APPROVER, False, ()),
+    ("approver2", Role.APPROVER, False, ()),
+    ("legal", Role.APPROVER, False, (LEGAL_GROUP,)),
+    ("operator", Role.OPERATOR, True, ()),
 ]
+# The demo's second desk, made once (an operator's later changes to it stay): docs/policies.md.
+POLITICS_DESK = {"slug": "politics", "name": "Politics", "approvals_required": 2}
 # Every demo user has an address on the reserved .localhost domain, so that `make run` shows the notification
 # emails (printed by the console backend in the workers' output) without mailing anyone.
 DEMO_EMAIL_DOMAIN = "galley.localhost"
@@ -33,9 +39,9 @@ PARTNER_FEED = "partner-feed"
 
 class Command(BaseCommand):
     help = (
-        "Create the demo users (editor, approver, operator), one per role group, each with an address "
-        "at galley.localhost, and print their credentials. With --partner-feed-url, also the default channel "
-        "partner-feed there (docs/channels.md)."
+        "Create the demo users (editor, approver, approver2, legal, operator), each with an address "
+        "at galley.localhost, and the desk Politics (two approvals, one from Legal), and print the "
+        "credentials. With --partner-feed-url, also the default channel partner-feed there (docs/channels.md)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -64,7 +70,7 @@ class Command(BaseCommand):
         User = get_user_model()
         with transaction.atomic(durable=True):
             ensure_role_groups()
-            for username, role, is_staff in DEMO_USERS:
+            for username, role, is_staff, groups in DEMO_USERS:
                 password = stored.get(username) or f"{username}-{secrets.token_urlsafe(9)}"
                 email = f"{username}@{DEMO_EMAIL_DOMAIN}"
                 user, created = User.objects.get_or_create(
@@ -79,17 +85,22 @@ class Command(BaseCommand):
                 if user.is_staff != is_staff:  # e.g. an operator made before it was staff: kept as the table says
                     user.is_staff = is_staff
                     user.save(update_fields=["is_staff"])
-                user.groups.add(Group.objects.get(name=role.value))
+                user.groups.add(*Group.objects.filter(name__in=(role.value, *groups)))
                 stored[username] = password
+            if not Desk.objects.filter(slug=POLITICS_DESK["slug"]).exists():
+                legal = list(Group.objects.filter(name=LEGAL_GROUP))
+                do_save_desk(None, values={**POLITICS_DESK, "required_groups": legal}, acting_user=None)
             if partner_feed_url:
                 ensure_partner_feed(partner_feed_url, partner_feed_token)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stored, indent=2))
         path.chmod(0o600)
         self.stdout.write("Demo users (username / password / role):")
-        for username, role, is_staff in DEMO_USERS:
+        for username, role, is_staff, groups in DEMO_USERS:
             admin = " (staff: may open /admin/)" if is_staff else ""
-            self.stdout.write(f"  {username:<9} {stored[username]:<22} {role.value}{admin}")
+            also = "".join(f" and {group}" for group in groups)
+            self.stdout.write(f"  {username:<9} {stored[username]:<22} {role.value}{also}{admin}")
+        self.stdout.write("Desks: General (1 approval) and Politics (2 approvals, one from Legal)")
         if partner_feed_url:
             self.stdout.write(f"Channels: web (the GALLEY_TARGET_* settings) and {PARTNER_FEED} at {partner_feed_url}")
 
