@@ -22,12 +22,12 @@ from django.db.models import Q
 from django.utils import timezone
 from psycopg.rows import dict_row
 
-from approvals.models import Approval, Assignment, Comment, Notification
+from approvals.models import Approval, ApprovalCompletion, Assignment, Comment, Notification
 from approvals.policies import Policy, get_shortfall
 from approvals.sql import COALESCE_NOTIFICATION_SQL, PUBLISHED_RECIPIENTS_SQL
 from publishing.identities import PUBLICATION_KINDS
 from publishing.models import Brief, Revision
-from publishing.roles import Role
+from publishing.roles import LEGAL_GROUP, Role
 from publishing.selectors.briefs import list_headlines
 from publishing.sql import from_row
 from workers.actions.enqueue import enqueue_operation
@@ -269,4 +269,26 @@ def do_record_notification_emailed(notification: Notification) -> bool:
     record as the operation's attempt; this only keeps a second run from sending again."""
     return bool(
         Notification.objects.filter(id=notification.pk, emailed_at__isnull=True).update(emailed_at=timezone.now())
+    )
+
+
+def do_notify_legal_review_flagged(brief: Brief, *, acting_user: User) -> None:
+    """A brief flagged for legal review while its current revision waits for approvals: Legal's reviewers
+    (members of Legal and Approvers, not its author) are told their approval is needed."""
+    revision = brief.revisions.order_by("-number").first()
+    if revision is None or brief.status not in (Brief.Status.IN_REVIEW, Brief.Status.CHANGES_REQUESTED):
+        return
+    if ApprovalCompletion.objects.filter(revision=revision).exists():
+        return
+    reviewers = User.objects.filter(is_active=True, groups__name=LEGAL_GROUP).filter(groups__name=Role.APPROVER.value)
+    do_notify(
+        [user for user in reviewers.distinct().order_by("id") if user.pk != revision.author_id],
+        event=Notification.Event.REVIEW_NEEDED,
+        brief=brief,
+        revision_number=revision.number,
+        message=(
+            f"{acting_user} flagged {brief.public_id} “{revision.title}” for legal review: revision "
+            f"{revision.number} needs an approval from {LEGAL_GROUP} before it is published."
+        ),
+        acting_user=acting_user,
     )

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from publishing.actions.briefs import audit_brief_change
+from publishing.announcements import announce_legal_review_flagged
 from publishing.errors import PermissionRefused
 from publishing.models import Brief
 from publishing.roles import LEGAL_GROUP, AnyUser, in_legal, require_reviewer
@@ -37,7 +38,8 @@ def check_lift_legal_review(public_id: str, *, acting_user: AnyUser) -> bool:
 @transaction.atomic(savepoint=False)
 def do_set_legal_review(brief: Brief, *, legal_review: bool, acting_user: User) -> bool:
     """Set the flag; caller holds the brief's row lock. Audited as brief.legal_review_flagged or
-    brief.legal_review_lifted (old/new {"legal_review"}); the value it has already writes nothing."""
+    brief.legal_review_lifted (old/new {"legal_review"}); the value it has already writes nothing. A flag
+    raised is announced (approvals tells Legal when a revision waits for review)."""
     if brief.legal_review == legal_review:
         return False
     brief.legal_review = legal_review
@@ -45,4 +47,6 @@ def do_set_legal_review(brief: Brief, *, legal_review: bool, acting_user: User) 
     brief.save(update_fields=["legal_review", "updated_at"])
     change = "legal_review_flagged" if legal_review else "legal_review_lifted"
     audit_brief_change(brief, change, "legal_review", not legal_review, legal_review, acting_user=acting_user)
+    if legal_review:
+        announce_legal_review_flagged(brief, acting_user=acting_user)
     return True

@@ -21,8 +21,9 @@ from approvals.models import Approval, Notification
 from approvals.notifications import NOTIFICATION_EMAIL, notification_email_key
 from publishing.actions import publications
 from publishing.actions.briefs import check_create_brief
+from publishing.actions.legal import check_flag_legal_review
 from publishing.identities import PUBLISH, publish_key
-from publishing.models import Brief
+from publishing.models import Brief, Desk
 from tests.approvals.test_approvals import decide
 from tests.approvals.test_comments import post
 from tests.web import client_for
@@ -412,3 +413,47 @@ def test_superseded_submission__read_before_its_email__never_emailed_and_recorde
     (sent,) = mail.outbox
     assert "Revision 2 of" in sent.body
     assert Notification.objects.get(recipient=approver, revision_number=1).emailed_at is None
+
+
+# --- approval policies: who is told their approval is needed (docs/policies.md) ---------------------
+
+
+@pytest.mark.django_db
+def test_flagged_for_legal_review__revision_in_review__legal_reviewers_told_once(
+    editor, approver, legal, brief, revise
+):
+    revise(brief, "Dockers walked out at dawn.")
+
+    with transaction.atomic(durable=True):
+        assert check_flag_legal_review(brief.public_id, acting_user=approver)
+    with transaction.atomic(durable=True):
+        assert not check_flag_legal_review(brief.public_id, acting_user=editor)  # already flagged: nothing new
+
+    assert notified(Event.REVIEW_NEEDED) == ["lena"]
+    note = Notification.objects.get(event=Event.REVIEW_NEEDED)
+    assert "needs an approval from Legal" in note.message and note.revision_number == 1
+
+
+@pytest.mark.django_db
+def test_flagged_for_legal_review__nothing_in_review__nobody_told(editor, approver, legal, brief):
+    with transaction.atomic(durable=True):
+        assert check_flag_legal_review(brief.public_id, acting_user=editor)
+
+    assert notified(Event.REVIEW_NEEDED) == []
+
+
+@pytest.mark.django_db
+def test_first_of_two_approvals__the_next_reviewers_told__not_the_approver_nor_the_author(
+    editor, approver, approver2, legal, brief, revise
+):
+    politics = Desk.objects.create(slug="politics", name="Politics", approvals_required=2)
+    Brief.objects.filter(pk=brief.pk).update(desk=politics)
+    brief.refresh_from_db()
+    revision = revise(brief, "Dockers walked out at dawn.")
+
+    decide(revision, by=approver)
+
+    assert notified(Event.REVIEW_NEEDED) == ["abe", "lena"]
+    assert "1 more approval" in Notification.objects.filter(event=Event.REVIEW_NEEDED).first().message
+    decide(revision, by=approver2)  # completes: nobody else is told their approval is needed
+    assert notified(Event.REVIEW_NEEDED) == ["abe", "lena"]
