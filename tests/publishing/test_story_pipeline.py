@@ -28,7 +28,7 @@ from tests.publishing.test_story import HOSTILE, Elements, assert_harmless, host
 from tests.reference_target import TOKEN
 from workers.drain import drain
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
 
 SOURCE = (
     "Dockers at the port walked out at dawn on Monday. The union says pay has not kept up with prices. "
@@ -44,12 +44,6 @@ STORY = {
 }
 # The page's own frame around the article; the article itself may hold only the story's safe tags.
 PAGE_TAGS = {"html", "head", "meta", "title", "body", "article", "div"}
-
-
-@pytest.fixture(autouse=True)
-def _fast_retries(settings):
-    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
-    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
 
 
 def write(brief: Brief, story: dict[str, Any], *, by: Any) -> Revision:

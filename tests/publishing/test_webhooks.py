@@ -37,13 +37,11 @@ from workers.registry import OperatorNeeded, operator_needed
 
 SECRET = "whsec-test-secret"
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
 
 
 @pytest.fixture(autouse=True)
-def _fast_retries(settings):
-    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
-    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
+def _webhook_timeout(settings):
     settings.GALLEY_WEBHOOK_TIMEOUT_SECONDS = 2.0
 
 

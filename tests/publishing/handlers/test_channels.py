@@ -21,13 +21,7 @@ from publishing.models import Brief, Channel, Publication, Revision
 from workers.drain import drain
 from workers.models import AuditEvent, Conflict, Operation, OperationStatus
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _fast_retries(settings):
-    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
-    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
 
 
 @pytest.fixture

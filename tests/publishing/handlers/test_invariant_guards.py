@@ -36,17 +36,11 @@ from tests.publishing.handlers.test_publications import (
     run_worker,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
 
 FIRST = "Dockers walked out at dawn."
 SECOND = "Dockers walked out at dawn; the port authority called for talks on Tuesday."
 TARGET_LOGGER = "galley.reference_target.http"
-
-
-@pytest.fixture(autouse=True)
-def _fast_retries(settings):
-    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
-    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
 
 
 @contextlib.contextmanager

@@ -41,17 +41,10 @@ from workers.models import Attempt, AuditEvent, ChannelGate, Conflict, Dependenc
 
 OTHER_PAYLOAD = {"title": "Harbour strike", "body": "Not what anyone approved."}
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
 
 
 # --- fixtures and helpers ------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _fast_retries(settings):
-    """Retries a test does not measure happen at once; tests that measure backoff set their own."""
-    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
-    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
 
 
 def approve(revision: Revision, *, by: Any) -> Approval:

@@ -61,7 +61,7 @@ from workers.drain import drain
 from workers.models import AuditEvent, Conflict, Operation
 from workers.service import run_startup_checks
 
-pytestmark = [pytest.mark.wordpress, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.wordpress, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
 
 # Generous where the timeout is not the point (a loaded CPU must not turn a publish into a timeout);
 # the lease outlasts 2.5 x the timeout, as settings validation demands at startup.
@@ -75,13 +75,6 @@ GALLEY_BRIEF_IDS = "'^brief-[0-9]+$'"  # brief_public_id(): brief-001, brief-042
 
 
 # --- fixtures and helpers ------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def _fast_retries(settings):
-    """Retries a test does not look at happen at once; tests that look at one set their own backoff."""
-    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
-    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05
 
 
 @pytest.fixture(autouse=True)
