@@ -32,15 +32,21 @@ LEGAL_GROUP = "Legal"
 AnyUser = AbstractBaseUser | AnonymousUser
 
 
-def user_roles(user: AnyUser) -> frozenset[Role]:
-    """The user's roles, cached on the user object for the rest of the request."""
+def user_group_names(user: AnyUser) -> frozenset[str]:
+    """The names of the user's groups (roles, and groups such as Legal that an approval policy may
+    require), cached on the user object for the rest of the request: one query."""
     if not isinstance(user, User) or not user.is_active:
         return frozenset()
-    cached = user.__dict__.get("_galley_roles")
+    cached = user.__dict__.get("_galley_groups")
     if cached is None:
-        names = set(user.groups.values_list("name", flat=True))
-        cached = user.__dict__["_galley_roles"] = frozenset(role for role in Role if role.value in names)
+        cached = user.__dict__["_galley_groups"] = frozenset(user.groups.values_list("name", flat=True))
     return cached
+
+
+def user_roles(user: AnyUser) -> frozenset[Role]:
+    """The user's roles, from their groups (cached for the rest of the request)."""
+    names = user_group_names(user)
+    return frozenset(role for role in Role if role.value in names)
 
 
 def has_role(user: AnyUser, role: Role) -> bool:
