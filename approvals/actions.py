@@ -32,7 +32,7 @@ from publishing.actions.webhooks import do_emit_revision_approved
 from publishing.errors import InvalidInput, NotFound
 from publishing.identities import revision_subject_id
 from publishing.models import Brief, Channel, Revision
-from publishing.roles import AnyUser, Role, require_reviewer, require_role
+from publishing.roles import AnyUser, Role, require_reviewer, require_role, user_group_names
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.publications import get_newer_sent_number
 from publishing.selectors.revisions import get_latest_revision, get_revision
@@ -151,7 +151,7 @@ def do_decide_revision(
         decision=decision,
         approver=acting_user,
         comment=comment,
-        approver_groups=sorted(acting_user.groups.values_list("name", flat=True)),
+        approver_groups=sorted(user_group_names(acting_user)),
     )
     brief = revision.brief
     completed = decision == Approval.Decision.APPROVED and _complete_policy(revision, approval, policy)

@@ -11,7 +11,8 @@ from ninja import Field, Router, Schema
 
 from approvals.actions import COMMENT_MAX_CHARS, check_also_publish, check_decide_revision
 from approvals.models import Decision
-from publishing.api.briefs import BriefId, RevisionNumber
+from approvals.policies import get_policy_progress
+from publishing.api.briefs import BriefId, PolicyProgressOut, RevisionNumber, policy_progress_fields
 from publishing.api.common import (
     NO_NUL,
     PAYLOAD_HASH,
@@ -46,7 +47,7 @@ class ChannelIn(BodyIn):
     )
 
 
-class DecisionOut(Schema):
+class DecisionOut(PolicyProgressOut):
     brief_id: str
     revision: int
     payload_hash: str
@@ -78,10 +79,11 @@ def decide_revision(
 ) -> HttpResponse:
     """Record your decision (Approvers) on revision `number` as reviewed with `payload_hash`.
 
-    201 with the decision; the same decision again answers 200 with the first. An approval writes
-    the publish intent in the same transaction. 409 (naming `current_revision` and
-    `current_payload_hash`) when the revision is no longer current or the hash is not its own;
-    403 for your own revision.
+    201 with the decision and where the revision now stands under its approval policy; the same
+    decision again answers 200 with the first. The approval that completes the policy writes the
+    publish intents in the same transaction; one that does not says who is still needed. 409
+    (naming `current_revision` and `current_payload_hash`) when the revision is no longer current or
+    the hash is not its own; 403 for your own revision.
     """
 
     def write(user: User) -> tuple[int, DecisionOut]:
@@ -103,6 +105,7 @@ def decide_revision(
             comment=approval.comment,
             created_at=approval.created_at,
             channels=list(approval.channel_rows.values_list("channel__slug", flat=True)),
+            **policy_progress_fields(get_policy_progress(approval.revision)),
         )
         return (201 if created else 200), out
 

@@ -2,9 +2,10 @@
 committed (approvals.notifications wrote the intent with the notification). A worker entry point,
 thin like a view (as publishing.handlers); registered in approvals.apps.
 
-A "submitted for review" notification whose revision a newer one superseded before the email went
-out is not sent: the operation ends superseded, on record with why (the reviewer's notification
-itself took the newer revision, approvals.notifications, and its own email tells that one).
+A notification asking for a review ("submitted for review", "your approval is needed") whose revision
+a newer one superseded before the email went out is not sent: the operation ends superseded, on record
+with why (a submission's notification itself took the newer revision, approvals.notifications, and its
+own email tells that one).
 
 Idempotent: a notification whose emailed_at is set is never sent again, and emailed_at is set in
 the fenced finalize, so a second run after a success sends nothing. The one window left is a

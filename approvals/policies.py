@@ -89,6 +89,13 @@ class PolicyProgress:
         return self.completion is not None
 
     @property
+    def completed_by(self) -> User | None:
+        """Whose approval completed the policy (None until one did)."""
+        if self.completion is None:
+            return None
+        return next((a.approver for a in self.approvals if a.pk == self.completion.approval_id), None)
+
+    @property
     def met(self) -> bool:
         """The approvals given meet the policy (completed, or met since the policy was loosened)."""
         return self.missing_approvals == 0 and not self.missing_groups
@@ -119,9 +126,14 @@ class PolicyProgress:
         return self.missing_approvals > 0 or bool(groups & set(self.missing_groups)) or self.met
 
 
-def get_policy_progress(revision: Revision) -> PolicyProgress:
-    """Where `revision` stands under its policy (three queries: its decisions, its completion, the count)."""
-    approvals = list(revision.approvals.select_related("approver").order_by("id"))
+def get_policy_progress(revision: Revision, *, decisions: list[Approval] | None = None) -> PolicyProgress:
+    """Where `revision` stands under its policy (three queries: its decisions, its completion, the count;
+    two when the caller has read the decisions already, `decisions`, with their approvers)."""
+    if decisions is None:
+        approvals = list(revision.approvals.select_related("approver").order_by("id"))
+    else:
+        # Id order is the order they were given (decisions on a brief are serialised by its row lock).
+        approvals = sorted(decisions, key=lambda approval: approval.pk)
     completion = ApprovalCompletion.objects.filter(revision=revision).select_related("desk").first()
     policy = recorded_policy(completion) if completion is not None else get_policy(revision.brief)
     missing_approvals, missing_groups = get_shortfall(revision, policy)

@@ -4,13 +4,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import Group, User
-from django.db.models import Exists, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.contrib.postgres.fields import ArrayField
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import (
+    Exists,
+    F,
+    Field,
+    Func,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+)
+from django.db.models.sql.compiler import SQLCompiler
 from psycopg.rows import dict_row
 
-from approvals.models import Approval, ApprovalChannel, Assignment, Comment, Notification
-from approvals.sql import VALID_APPROVAL_SQL
+from approvals.models import Approval, ApprovalChannel, ApprovalCompletion, Assignment, Comment, Notification
+from approvals.sql import VALID_APPROVAL_SQL, current_shortfall
 from publishing.models import Brief, Revision, current_headline
-from publishing.roles import Role
+from publishing.roles import Role, user_group_names
 from publishing.sql import from_row
 from workers.prepared import execute_prepared
 
@@ -76,17 +91,65 @@ def _assigned_to(user: User) -> Exists:
     )
 
 
+class _CurrentShortfall(Func):
+    """One column of approvals.sql.current_shortfall for the brief row of the query it is in: the SQL
+    rule itself, given the brief's columns as Django aliases them (a subquery's are renamed)."""
+
+    def __init__(self, column: str, output_field: Field) -> None:
+        super().__init__(F("pk"), F("desk_id"), F("legal_review"), output_field=output_field)
+        self.column = column
+
+    def as_sql(  # type: ignore[override]
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> tuple[str, list[Any]]:
+        compiled = [compiler.compile(expression) for expression in self.get_source_expressions()]
+        (brief_id, _), (desk_id, _), (legal_review, _) = compiled
+        shortfall = current_shortfall(brief_id=brief_id, desk_id=desk_id, legal_review=legal_review)
+        sql = f"(SELECT cs.{self.column} FROM ({shortfall}) cs)"  # noqa: S608 -- a column name of ours, the brief's columns
+        return sql, [p for _, params in compiled for p in params]
+
+
+def _awaiting_review(user: User) -> QuerySet[Brief]:
+    """Briefs in review whose current revision awaits `user`'s approval under the brief's current policy
+    (docs/editorial.md#inbox): they did not write it nor decide on it, its policy is not completed, and
+    their approval would count (it still needs approvals, or one of their groups, or is met since the
+    policy was loosened: approvals.policies.PolicyProgress.counts_for) — and the brief is assigned to
+    them or a group of theirs, or one of their groups is among the groups it still needs (so Legal sees
+    what needs Legal without an assignment). The count is approvals.sql.current_shortfall, in the query."""
+    mine = sorted(user_group_names(user))
+    current = Revision.objects.filter(brief=OuterRef("pk")).order_by("-number")
+    needs_mine = Q(missing_groups__overlap=mine)
+    return (
+        Brief.objects.filter(status=Brief.Status.IN_REVIEW)
+        .alias(current_id=Subquery(current.values("pk")[:1]), current_author=Subquery(current.values("author")[:1]))
+        .annotate(
+            missing_approvals=_CurrentShortfall("missing_approvals", IntegerField()),
+            missing_groups=_CurrentShortfall("missing_groups", ArrayField(TextField())),
+        )
+        .exclude(current_author=user.pk)
+        .filter(
+            ~Exists(Approval.objects.filter(revision=OuterRef("current_id"), approver=user)),
+            ~Exists(ApprovalCompletion.objects.filter(revision=OuterRef("current_id"))),
+            Q(missing_approvals__gt=0) | Q(missing_groups__len=0) | needs_mine,
+            _assigned_to(user) | needs_mine,
+        )
+    )
+
+
 def list_inbox(user: User) -> QuerySet[Brief]:
-    """Briefs in review whose open assignment names `user` or a group of theirs, the longest
-    waiting first, each with its current revision's number and since when it has waited."""
+    """The briefs awaiting `user`'s review (_awaiting_review), the longest waiting first, each with its
+    current revision's number, since when it has waited, and its policy's approvals and what it lacks."""
     current = Revision.objects.filter(brief=OuterRef("pk")).order_by("-number")
     return (
-        Brief.objects.filter(_assigned_to(user), status=Brief.Status.IN_REVIEW)
+        _awaiting_review(user)
         .annotate(
             current_number=Subquery(current.values("number")[:1]),
             waiting_since=Subquery(current.values("created_at")[:1]),
             headline=current_headline(),
+            approvals_required=F("desk__approvals_required"),
         )
+        # For "1 of 2 approvals": missing_approvals is what the policy still lacks, never below 0.
+        .annotate(approvals_given=F("approvals_required") - F("missing_approvals"))
         .only("public_id", "title", "status")
         .order_by("waiting_since", "id")
     )
@@ -109,7 +172,7 @@ def get_nav_counts(user: User, *, with_inbox: bool) -> NavCounts:
         "unread": _Counted(Notification.objects.filter(recipient=user, read_at__isnull=True).values("pk"))
     }
     if with_inbox:
-        counts["inbox"] = _Counted(Brief.objects.filter(_assigned_to(user), status=Brief.Status.IN_REVIEW).values("pk"))
+        counts["inbox"] = _Counted(_awaiting_review(user).values("pk"))
     row = User.objects.filter(pk=user.pk).annotate(**counts).values_list(*counts).first()
     found = dict(zip(counts, row or (), strict=False))
     return NavCounts(unread=found.get("unread", 0), inbox=found.get("inbox", 0))
@@ -167,10 +230,16 @@ def get_notification_for_email(notification_id: int) -> Notification:
     return Notification.objects.select_related("recipient", "brief").get(id=notification_id)
 
 
+# The notifications that ask for a review of one revision: once a newer revision exists, what they ask
+# for is superseded.
+REVIEW_REQUESTS = (Notification.Event.SUBMITTED, Notification.Event.REVIEW_NEEDED)
+
+
 def get_superseding_revision_number(notification: Notification) -> int | None:
-    """For a "submitted for review" notification, the brief's latest revision number when it is newer
-    than the notification's revision (the review it asked for is of a superseded revision); else None."""
-    if notification.event != Notification.Event.SUBMITTED or notification.revision_number is None:
+    """For a notification asking for a review ("submitted for review", "your approval is needed"), the
+    brief's latest revision number when it is newer than the notification's revision (the review it
+    asked for is of a superseded revision); else None."""
+    if notification.event not in REVIEW_REQUESTS or notification.revision_number is None:
         return None
     latest = (
         Revision.objects.filter(brief_id=notification.brief_id, number__gt=notification.revision_number)

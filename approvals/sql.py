@@ -5,15 +5,16 @@ column name (publishing.sql.columns and from_row).
 The valid approval (docs/invariants.md#i3) is defined here once, as a fragment: approvals.selectors.get_valid_approval
 runs it, and the publish's checks (publishing.selectors.publish_checks) embed it. So is the approval
 policy's count (policy_shortfall, docs/policies.md): the decision that may complete a policy, the
-revision page's "who is still needed" and the publish's checks all run it.
+revision page's "who is still needed", the inbox (current_shortfall) and the publish's checks all run it.
 """
 
 from __future__ import annotations
 
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 
 from approvals.models import Approval, ApprovalChannel, ApprovalCompletion, Notification
-from publishing.models import Channel, Revision
+from publishing.models import Channel, Desk, Revision
+from publishing.roles import LEGAL_GROUP
 from publishing.sql import columns
 from workers.sql import sql_literal
 
@@ -24,9 +25,14 @@ _CHANNEL = Channel._meta.db_table
 _REVISION = Revision._meta.db_table
 _USER = User._meta.db_table
 _NOTIFICATION = Notification._meta.db_table
+_DESK = Desk._meta.db_table
+_DESK_GROUPS = Desk.required_groups.through._meta.db_table
+_GROUP = Group._meta.db_table
 
 
 _APPROVED = sql_literal(Approval.Decision.APPROVED)
+# `up_to` for a count of every decision given so far: no approval id is larger (a bigint).
+_EVERY_DECISION = "9223372036854775807"
 
 
 def policy_shortfall(revision_id: str, *, approvals_required: str, required_groups: str, up_to: str) -> str:
@@ -47,6 +53,34 @@ def policy_shortfall(revision_id: str, *, approvals_required: str, required_grou
                         ORDER BY y.id DESC LIMIT 1) IS DISTINCT FROM {_APPROVED}
                  ORDER BY g) AS missing_groups
         FROM {_APPROVAL} x WHERE x.revision_id = {revision_id} AND x.id <= {up_to}"""  # noqa: S608 -- the model's table
+
+
+def current_policy(*, desk_id: str, legal_review: str) -> tuple[str, str]:
+    """The policy a decision on a brief is counted against now, as SQL (approvals.policies.get_policy in
+    Python; tests/approvals/test_policy_views.py holds the two equal): (approvals_required,
+    required_groups) — its desk's approvals, and the names of its desk's required groups with Legal
+    added when the brief is flagged for legal review (docs/policies.md#legal), once each, in code-point
+    order as Python sorts them. `desk_id` and `legal_review` are SQL expressions of the brief's columns."""
+    approvals_required = f"(SELECT d.approvals_required FROM {_DESK} d WHERE d.id = {desk_id})"  # noqa: S608
+    required_groups = f"""ARRAY(SELECT u.name FROM (
+            SELECT g.name FROM {_DESK_GROUPS} dg JOIN {_GROUP} g ON g.id = dg.group_id WHERE dg.desk_id = {desk_id}
+            UNION SELECT {sql_literal(LEGAL_GROUP)} WHERE {legal_review}) u
+        ORDER BY u.name COLLATE "C")"""  # noqa: S608 -- the models' tables
+    return approvals_required, required_groups
+
+
+def current_shortfall(*, brief_id: str, desk_id: str, legal_review: str) -> str:
+    """What a brief's current revision (its latest) still lacks under the brief's current policy
+    (current_policy), counting every decision on it so far: policy_shortfall's one row,
+    `missing_approvals` and `missing_groups`. The inbox reads it. Each argument is an SQL expression of
+    the brief's columns; a brief with no revision gives no row."""
+    approvals_required, required_groups = current_policy(desk_id=desk_id, legal_review=legal_review)
+    shortfall = policy_shortfall(
+        "cur.id", approvals_required=approvals_required, required_groups=required_groups, up_to=_EVERY_DECISION
+    )
+    return f"""SELECT s.missing_approvals, s.missing_groups
+        FROM (SELECT r.id FROM {_REVISION} r WHERE r.brief_id = {brief_id} ORDER BY r.number DESC LIMIT 1) cur,
+             LATERAL ({shortfall}) s"""  # noqa: S608 -- the models' tables
 
 
 def valid_approval_of(revision: str, *, approval: str = "a") -> str:
@@ -97,7 +131,7 @@ POLICY_SHORTFALL_SQL = policy_shortfall(
     "%(revision_id)s",
     approvals_required="%(approvals_required)s",
     required_groups="%(required_groups)s",
-    up_to="9223372036854775807",
+    up_to=_EVERY_DECISION,
 )
 
 # Who is told of a publication: the brief's author and the revision's approvers, in one prepared

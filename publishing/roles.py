@@ -32,9 +32,10 @@ LEGAL_GROUP = "Legal"
 AnyUser = AbstractBaseUser | AnonymousUser
 
 
-def _group_names(user: AnyUser) -> frozenset[str]:
-    """The names of the user's groups (none for an inactive or anonymous user), read once and cached
-    on the user object for the rest of the request."""
+def user_group_names(user: AnyUser) -> frozenset[str]:
+    """The names of the user's groups (roles, and groups such as Legal that an approval policy may
+    require; none for an inactive or anonymous user), cached on the user object for the rest of the
+    request: one query."""
     if not isinstance(user, User) or not user.is_active:
         return frozenset()
     cached = user.__dict__.get("_galley_groups")
@@ -44,14 +45,14 @@ def _group_names(user: AnyUser) -> frozenset[str]:
 
 
 def user_roles(user: AnyUser) -> frozenset[Role]:
-    """The user's roles (from the same cached read as in_legal)."""
-    names = _group_names(user)
+    """The user's roles, from their groups (cached for the rest of the request)."""
+    names = user_group_names(user)
     return frozenset(role for role in Role if role.value in names)
 
 
 def in_legal(user: AnyUser) -> bool:
     """Whether the user is an active member of Legal (LEGAL_GROUP)."""
-    return LEGAL_GROUP in _group_names(user)
+    return LEGAL_GROUP in user_group_names(user)
 
 
 def has_role(user: AnyUser, role: Role) -> bool:

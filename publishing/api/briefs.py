@@ -11,6 +11,7 @@ from django.db.models import OuterRef, Q, Subquery
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Path, Query, Router, Schema
 
+from approvals.policies import PolicyProgress, get_policy_progress
 from publishing.actions.briefs import check_create_brief, check_update_source_material
 from publishing.actions.legal import check_flag_legal_review, check_lift_legal_review
 from publishing.actions.revisions import check_create_revision, check_use_suggestion
@@ -169,7 +170,55 @@ class RevisionOut(Schema):
     created_at: datetime
 
 
-class RevisionDetailOut(RevisionOut):
+class PolicyOut(Schema):
+    desk: str = Field(description="The desk's slug.")
+    approvals_required: int = Field(description="Approvals from distinct approvers the revision needs.")
+    required_groups: list[str] = Field(
+        description="Groups each of which must approve it, by name (Legal when flagged)."
+    )
+    legal_review: bool = Field(description="The brief is flagged for legal review: Legal must approve.")
+    described: str = Field(description='The policy in a sentence, e.g. "2 approvals from distinct approvers".')
+
+
+class PolicyApprovalOut(Schema):
+    approver: str
+    decided_at: datetime
+
+
+class PolicyProgressOut(Schema):
+    """Where a revision stands under its approval policy (docs/policies.md)."""
+
+    policy: PolicyOut = Field(
+        description="The brief's policy as it stands; once completed, the one recorded with the completing approval."
+    )
+    approvals: list[PolicyApprovalOut] = Field(description="The approvals given on the revision, oldest first.")
+    still_needed: str = Field(description='Who is still needed, in words ("1 more approval"); empty once complete.')
+    complete: bool = Field(description="An approval completed the policy: it wrote the publish intents.")
+    completed_by: str | None = Field(description="Whose approval completed it; null until one did.")
+
+
+def policy_progress_fields(progress: PolicyProgress) -> dict[str, Any]:
+    """A revision's PolicyProgressOut fields, to add to its representation or a decision's."""
+    policy = progress.policy
+    completed_by = progress.completed_by
+    return PolicyProgressOut(
+        policy=PolicyOut(
+            desk=policy.desk.slug,
+            approvals_required=policy.approvals_required,
+            required_groups=list(policy.required_groups),
+            legal_review=policy.legal_review,
+            described=policy.describe(),
+        ),
+        approvals=[
+            PolicyApprovalOut(approver=a.approver.get_username(), decided_at=a.created_at) for a in progress.approvals
+        ],
+        still_needed=progress.still_needed(),
+        complete=progress.complete,
+        completed_by=completed_by.get_username() if completed_by is not None else None,
+    ).model_dump()
+
+
+class RevisionDetailOut(RevisionOut, PolicyProgressOut):
     receipts: list[ChannelReceiptOut] = Field(
         description="One per channel an approval sent this revision to; empty when none did."
     )
@@ -458,11 +507,16 @@ def create_revision(
     "/briefs/{brief_id}/revisions/{number}", response={200: RevisionDetailOut, **PROBLEMS}, summary="Get a revision"
 )
 def get_brief_revision(request: HttpRequest, brief_id: BriefId, number: RevisionNumber) -> RevisionDetailOut:
-    """The revision, with its receipt on each channel an approval sent it to."""
+    """The revision, with where it stands under its approval policy and its receipt on each channel an
+    approval sent it to."""
     brief = access_brief(brief_id, acting_user=_user(request))
     revision = get_revision(brief, number)
     receipts = [receipt_out(receipt) for receipt in get_channel_receipts(brief, revision.number)]
-    return RevisionDetailOut(**revision_out(revision, public_id=brief.public_id).model_dump(), receipts=receipts)
+    return RevisionDetailOut(
+        **revision_out(revision, public_id=brief.public_id).model_dump(),
+        **policy_progress_fields(get_policy_progress(revision)),
+        receipts=receipts,
+    )
 
 
 @router.get(

@@ -18,6 +18,7 @@ def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) ->
     """The brief, if the user may see it; with `lock`, its row is locked until the transaction ends."""
     if not can_view(acting_user):
         raise PermissionRefused("You need the Editors, Approvers or Operators role to see briefs.")
+    # Its desk comes along: every decision and the revision page read its approval policy.
     briefs = Brief.objects.select_related("author", "desk").annotate(headline=current_headline())
     if lock:
         briefs = briefs.select_for_update(of=("self",))

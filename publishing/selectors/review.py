@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from django.contrib.auth.models import User
+
 from approvals.models import Approval, ApprovalChannel
+from approvals.policies import PolicyProgress, get_policy_progress
 from approvals.selectors import get_valid_approval, list_approval_channels, list_decisions
 from publishing.diffs import PayloadDiff
 from publishing.models import Brief, Channel, Revision
-from publishing.roles import AnyUser, Role, has_role
+from publishing.roles import AnyUser, Role, has_role, user_group_names
 from publishing.selectors.channel_sets import get_channel_options
 from publishing.selectors.channels import ChannelReceipt, get_channel_receipts
 from publishing.selectors.publications import PublicationState, get_publication_state
@@ -44,6 +47,12 @@ class RevisionPage:
     publication_state: PublicationState
     receipts: list[ChannelReceipt]  # one per channel its approval sent it to
     may_decide: bool
+    # Where the revision stands under its approval policy (docs/policies.md), and whether the viewer's
+    # approval would count towards it now: the form offers "Approve" only then, and otherwise
+    # `approval_note` says why in a sentence (the form's own notes cover one's own revision and decision).
+    policy: PolicyProgress
+    may_approve: bool
+    approval_note: str
     may_restore: bool
     is_own_revision: bool
     # The decision form's channel choices: every enabled channel, and the slugs ticked at first (the brief's).
@@ -81,6 +90,12 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
         and brief.published_revision_number != revision.number
         and has_role(viewer, Role.APPROVER)
     )
+    policy = get_policy_progress(revision, decisions=decisions)
+    counts = (
+        may_decide
+        and isinstance(viewer, User)
+        and policy.counts_for(viewer, revision=revision, groups=user_group_names(viewer))
+    )
     may_add = valid_approval is not None and not is_own_revision and has_role(viewer, Role.APPROVER)
     options = get_channel_options(brief) if may_decide or may_add else None
     approval_channels = list_approval_channels(revision) if valid_approval is not None else []
@@ -102,9 +117,14 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
         valid_approval=valid_approval,
         publication_state=get_publication_state(revision),
         receipts=get_channel_receipts(brief, revision.number),
-        # Once another approver approved it, a request for changes would be refused and another
+        # Once an approval completed its policy, a request for changes would be refused and another
         # approval adds nothing: the form is gone (a live page replaces it with a notice).
         may_decide=may_decide,
+        policy=policy,
+        may_approve=counts,
+        approval_note=""
+        if counts or is_own_revision or own_decision is not None or not is_current
+        else _approval_note(policy, viewer=viewer),
         may_restore=not is_current and has_role(viewer, Role.EDITOR),
         is_own_revision=is_own_revision,
         channel_choices=options.enabled if options is not None and may_decide else [],
@@ -112,3 +132,16 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
         approval_channels=approval_channels,
         addable_channels=[c for c in options.enabled if c.id not in sent_to] if options is not None and may_add else [],
     )
+
+
+def _approval_note(policy: PolicyProgress, *, viewer: AnyUser) -> str:
+    """Why an approver's approval of the current revision, which they neither wrote nor decided on,
+    would not count (the decision form's own notes say it for those two)."""
+    if not has_role(viewer, Role.APPROVER):
+        return ""
+    if policy.complete:
+        return "Its approval policy is complete: there is nothing left to approve on this revision."
+    if policy.missing_groups and not policy.missing_approvals:
+        groups = " or ".join(policy.missing_groups)
+        return f"Only an approval from {groups} counts now: the policy has every other approval it needs."
+    return ""

@@ -23,7 +23,8 @@ def list_revisions(brief: Brief) -> QuerySet[Revision]:
 
 def get_revision(brief: Brief, number: int) -> Revision:
     try:
-        return brief.revisions.select_related("author", "brief").get(number=number)
+        # With the brief's desk: the revision page and the API read its approval policy.
+        return brief.revisions.select_related("author", "brief__desk").get(number=number)
     except Revision.DoesNotExist:
         raise NotFound(f"{brief.public_id} has no revision {number}.") from None
 

@@ -309,8 +309,9 @@ def test_compare__post__405_and_nothing_written(client, editor, brief, revise):
 # The revision page: session, user, roles, the brief, the revision, the latest revision, the
 # previous and published revisions (one query), decisions, the restore note, the valid approval,
 # the publication state (operations with their attempts, publication), the receipts per channel
-# (the revision's publish and verify operations), the unread-notification count and the comment threads.
-REVISION_PAGE_QUERIES = 15
+# (the revision's publish and verify operations), the unread-notification count and the comment threads;
+# the approval policy card's completion, desk groups and count.
+REVISION_PAGE_QUERIES = 18
 # The compare page: session, user, roles, the brief, the latest number, both revisions (one query),
 # the unread-notification count.
 COMPARE_PAGE_QUERIES = 7

@@ -44,8 +44,9 @@ BRIEF_PAGE = 25
 # The revision page (as tests/publishing/test_diff_views.py counts it): the brief, the revision, the
 # latest, the previous and published ones (one query), decisions, the restore note, the valid
 # approval, the publication state (operations with attempts, publication), the receipts per channel
-# (as on the brief page), the nav's counts, the comment threads.
-REVISION_PAGE = 15
+# (as on the brief page), the nav's counts, the comment threads; and the approval policy card's three
+# (the revision's completion, its desk's required groups, the policy's count: approvals.policies).
+REVISION_PAGE = 18
 # An approver who may decide is offered the channels too (every enabled one and the brief's, one query).
 REVISION_PAGE_DECIDING = REVISION_PAGE + 1
 
