@@ -125,3 +125,10 @@ def users(editor, approver, operator, make_user):
         "no_group": make_user("nobody"),
         "anonymous": None,
     }
+
+
+@pytest.fixture
+def fast_retries(settings):
+    """Retries a test does not look at happen at once; a test that looks at one sets its own backoff."""
+    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
+    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05

@@ -20,7 +20,6 @@ from publishing.identities import PUBLISH, publish_key
 from publishing.models import Brief, Publication, Revision
 from publishing.roles import Role
 from tests.browser import PASSWORD, assert_fits_window, sign_in
-from tests.publishing.handlers import test_publications as delivery
 from tests.publishing.handlers.test_publications import (
     OTHER_PAYLOAD,
     application_of,
@@ -38,12 +37,11 @@ from workers.actions.claims import claim_operations
 from workers.attempts import run_operation
 from workers.models import AuditEvent, Conflict, Operation
 
-pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
 
 DESKTOP = {"width": 1280, "height": 800}
 
 # The reference target and quick retries, as the publishing tests set them up.
-_fast_retries = delivery._fast_retries
 
 
 @pytest.fixture

@@ -25,10 +25,3 @@ def operator_client(operator) -> Client:
     client = Client()
     client.force_login(operator)
     return client
-
-
-@pytest.fixture
-def fast_retries(settings):
-    """Retries a test does not look at happen at once; a test that looks at one sets its own backoff."""
-    settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01
-    settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05

@@ -36,9 +36,7 @@ from workers.actions.claims import claim_operations
 from workers.attempts import run_operation
 from workers.models import AuditEvent, Conflict
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-_fast_retries = delivery._fast_retries
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
 
 
 def stale_conflict(target, brief, revise, approver, *, approve_second: bool):
