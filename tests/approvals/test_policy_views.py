@@ -30,21 +30,8 @@ APPROVE_BUTTON = ("decision", "approved")
 
 
 @pytest.fixture
-def abe(make_user):
-    return make_user("abe", Role.APPROVER)
-
-
-@pytest.fixture
 def amy(make_user):
     return make_user("amy", Role.APPROVER)
-
-
-@pytest.fixture
-def lena(make_user):
-    """An approver in Legal."""
-    user = make_user("lena", Role.APPROVER)
-    Group.objects.get(name=LEGAL_GROUP).user_set.add(user)
-    return user
 
 
 def on_desk(brief: Brief, *, approvals: int = 1, groups: tuple[str, ...] = (), legal_review: bool = False) -> Desk:
@@ -73,19 +60,21 @@ def inbox_ids(user) -> list[str]:
 # --- the revision page's policy card and decision form ----------------------------------------------
 
 
-def test_revision_page__two_of_three_desk__policy_approvers_and_still_needed(editor, approver, abe, amy, brief, revise):
+def test_revision_page__two_of_three_desk__policy_approvers_and_still_needed(
+    editor, approver, approver2, amy, brief, revise
+):
     on_desk(brief, approvals=2)
     revision = revise(brief, "Dockers walked out at dawn.")
     decide(revision, by=approver)
 
-    page = client_for(abe).get(revision.get_absolute_url())
+    page = client_for(approver2).get(revision.get_absolute_url())
 
     assert text_of(page, "policy-described") == "Politics desk: 2 approvals from distinct approvers."
     assert text_of(page, "policy-approvals").startswith("Approved by ava ")
     assert text_of(page, "policy-needed") == "Still needed: 1 more approval."
     assert APPROVE_BUTTON in form_buttons(page, containing="payload_hash")
 
-    decide(revision, by=abe)
+    decide(revision, by=approver2)
     page = client_for(amy).get(revision.get_absolute_url())
 
     approvals = text_of(page, "policy-approvals")
@@ -121,18 +110,20 @@ def test_revision_page__decided_already__no_form_and_says_decisions_are_final(ed
     assert text_of(page, "policy-needed") == "Still needed: 1 more approval."
 
 
-def test_revision_page__only_legal_missing__others_not_offered_approve(editor, approver, abe, lena, brief, revise):
+def test_revision_page__only_legal_missing__others_not_offered_approve(
+    editor, approver, approver2, legal, brief, revise
+):
     on_desk(brief, approvals=1, groups=(LEGAL_GROUP,))
     revision = revise(brief, "Dockers walked out at dawn.")
     decide(revision, by=approver)
 
-    theirs = client_for(abe).get(revision.get_absolute_url())
-    legal = client_for(lena).get(revision.get_absolute_url())
+    theirs = client_for(approver2).get(revision.get_absolute_url())
+    legal_page = client_for(legal).get(revision.get_absolute_url())
 
     assert text_of(theirs, "policy-needed") == "Still needed: an approval from Legal."
     assert APPROVE_BUTTON not in form_buttons(theirs, containing="payload_hash")
     assertContains(theirs, "Only an approval from Legal counts now: the policy has every other approval it needs.")
-    assert APPROVE_BUTTON in form_buttons(legal, containing="payload_hash")
+    assert APPROVE_BUTTON in form_buttons(legal_page, containing="payload_hash")
 
 
 def test_revision_page__flagged_for_legal_review__said_in_the_card(editor, approver, brief, revise):
@@ -147,12 +138,12 @@ def test_revision_page__flagged_for_legal_review__said_in_the_card(editor, appro
     assert text_of(page, "policy-needed") == "Still needed: 1 more approval and an approval from Legal."
 
 
-def test_revision_live__a_second_approval_redraws_the_policy_card(editor, approver, abe, brief, revise):
+def test_revision_live__a_second_approval_redraws_the_policy_card(editor, approver, approver2, brief, revise):
     on_desk(brief, approvals=2)
     revision = revise(brief, "Dockers walked out at dawn.")
     live = reverse("publishing:revision_live", args=[brief.public_id, revision.number])
     decide(revision, by=approver)
-    decide(revision, by=abe)
+    decide(revision, by=approver2)
 
     response = client_for(editor).get(live, HTTP_HX_REQUEST="true")
 
@@ -164,52 +155,54 @@ def test_revision_live__a_second_approval_redraws_the_policy_card(editor, approv
 
 
 def test_inbox__second_approver_sees_it_after_the_first_approval__the_first_does_not(
-    editor, approver, abe, brief, revise
+    editor, approver, approver2, brief, revise
 ):
     on_desk(brief, approvals=2)
     revision = revise(brief, "Dockers walked out at dawn.")
     assign_to_approvers(brief, by=editor)
-    assert inbox_ids(approver) == inbox_ids(abe) == [brief.public_id]
+    assert inbox_ids(approver) == inbox_ids(approver2) == [brief.public_id]
 
     decide(revision, by=approver)
 
     assert inbox_ids(approver) == []
-    assert inbox_ids(abe) == [brief.public_id]
+    assert inbox_ids(approver2) == [brief.public_id]
     assert get_nav_counts(approver, with_inbox=True).inbox == 0
-    assert get_nav_counts(abe, with_inbox=True).inbox == 1
-    page = client_for(abe).get("/inbox/")
+    assert get_nav_counts(approver2, with_inbox=True).inbox == 1
+    page = client_for(approver2).get("/inbox/")
     assert text_of(page, "inbox-policy") == "1 of 2 approvals"
     assertContains(page, 'data-testid="nav-inbox">Inbox <span class="count">1</span></a>', html=False)
 
-    decide(revision, by=abe)  # completes the policy
+    decide(revision, by=approver2)  # completes the policy
 
-    assert inbox_ids(abe) == [] and get_nav_counts(abe, with_inbox=True).inbox == 0
+    assert inbox_ids(approver2) == [] and get_nav_counts(approver2, with_inbox=True).inbox == 0
 
 
-def test_inbox__legal_member_sees_a_flagged_brief_without_an_assignment(editor, approver, lena, brief, revise):
+def test_inbox__legal_member_sees_a_flagged_brief_without_an_assignment(editor, approver, legal, brief, revise):
     on_desk(brief, approvals=1, legal_review=True)
     revision = revise(brief, "Dockers walked out at dawn.")
 
-    assert inbox_ids(lena) == [brief.public_id]
+    assert inbox_ids(legal) == [brief.public_id]
     assert inbox_ids(approver) == []  # not assigned, and not in Legal
-    assert get_nav_counts(lena, with_inbox=True).inbox == 1
-    assert text_of(client_for(lena).get("/inbox/"), "inbox-policy") == "needs Legal"
+    assert get_nav_counts(legal, with_inbox=True).inbox == 1
+    assert text_of(client_for(legal).get("/inbox/"), "inbox-policy") == "needs Legal"
 
     decide(revision, by=approver)  # the approval, not Legal's: Legal is still needed
 
-    assert inbox_ids(lena) == [brief.public_id]
-    decide(revision, by=lena)
-    assert inbox_ids(lena) == [] and get_nav_counts(lena, with_inbox=True).inbox == 0
+    assert inbox_ids(legal) == [brief.public_id]
+    decide(revision, by=legal)
+    assert inbox_ids(legal) == [] and get_nav_counts(legal, with_inbox=True).inbox == 0
 
 
-def test_inbox__approvals_given_and_only_another_group_missing__not_mine(editor, approver, abe, lena, brief, revise):
+def test_inbox__approvals_given_and_only_another_group_missing__not_mine(
+    editor, approver, approver2, legal, brief, revise
+):
     on_desk(brief, approvals=1, groups=(LEGAL_GROUP,))
     revision = revise(brief, "Dockers walked out at dawn.")
     assign_to_approvers(brief, by=editor)
     decide(revision, by=approver)
 
-    assert inbox_ids(abe) == []  # assigned, but only Legal's approval counts now
-    assert inbox_ids(lena) == [brief.public_id]
+    assert inbox_ids(approver2) == []  # assigned, but only Legal's approval counts now
+    assert inbox_ids(legal) == [brief.public_id]
 
 
 def test_inbox__the_current_revisions_author__never_sees_it(make_user, editor, brief, revise):
@@ -242,22 +235,22 @@ def test_current_policy__sql_fragment_equals_get_policy(groups, legal_review, ed
 # --- "your approval is needed" -------------------------------------------------------------------------
 
 
-def test_review_needed__shown_on_the_notifications_page(editor, approver, abe, brief, revise):
+def test_review_needed__shown_on_the_notifications_page(editor, approver, approver2, brief, revise):
     on_desk(brief, approvals=2)
     revision = revise(brief, "Dockers walked out at dawn.")
     decide(revision, by=approver)
 
-    page = client_for(abe).get("/notifications/")
+    page = client_for(approver2).get("/notifications/")
 
     assertContains(page, "Your approval is needed")
     assertContains(page, "it still needs 1 more approval (Politics desk: 2 approvals from distinct approvers).")
 
 
-def test_review_needed__of_a_superseded_revision__its_email_is_superseded(editor, approver, abe, brief, revise):
+def test_review_needed__of_a_superseded_revision__its_email_is_superseded(editor, approver, approver2, brief, revise):
     on_desk(brief, approvals=2)
     revision = revise(brief, "Dockers walked out at dawn.")
     decide(revision, by=approver)
-    note = Notification.objects.get(recipient=abe, event=Notification.Event.REVIEW_NEEDED)
+    note = Notification.objects.get(recipient=approver2, event=Notification.Event.REVIEW_NEEDED)
     assert get_superseding_revision_number(note) is None
 
     revise(brief, "Dockers returned at noon.")
@@ -268,7 +261,7 @@ def test_review_needed__of_a_superseded_revision__its_email_is_superseded(editor
 # --- the JSON API ------------------------------------------------------------------------------------------
 
 
-def test_api__revision_and_decisions__policy_approvals_and_completion(editor, approver, abe, brief, revise):
+def test_api__revision_and_decisions__policy_approvals_and_completion(editor, approver, approver2, brief, revise):
     on_desk(brief, approvals=2)
     revision = revise(brief, "Dockers walked out at dawn.")
     path = f"/briefs/{brief.public_id}/revisions/1"
@@ -290,7 +283,7 @@ def test_api__revision_and_decisions__policy_approvals_and_completion(editor, ap
         assert (answer["still_needed"], answer["complete"], answer["completed_by"]) == ("1 more approval", False, None)
     assert first["channels"] == []
 
-    second = json.loads(ApiClient(token_for(abe)).post(f"{path}/decisions", body).content)
+    second = json.loads(ApiClient(token_for(approver2)).post(f"{path}/decisions", body).content)
 
     assert [a["approver"] for a in second["approvals"]] == ["ava", "abe"]
     assert (second["still_needed"], second["complete"], second["completed_by"]) == ("", True, "abe")
