@@ -155,6 +155,12 @@ class Operation(models.Model):
     )
     max_attempts = models.PositiveIntegerField(help_text="Tries that may fail (waits not counted).")
     next_attempt_at = models.DateTimeField(default=timezone.now)
+    scheduled_for = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The time T the intent is scheduled for (an embargo): no claim before it, by the database "
+        "clock; it stays as written while retries move next_attempt_at. Empty: due when written.",
+    )
     deadline = models.DateTimeField(help_text="No attempt starts after this; then the operation is dead.")
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -207,6 +213,12 @@ class Operation(models.Model):
                 fields=["subject_type", "subject_id", "kind", "subject_version"], name="operation_subject_version_idx"
             ),
             models.Index(fields=["status", "finished_at"], name="operation_status_finished_idx"),
+            # Schedules still to fire or under way: the overdue gauge and the ops page read only these.
+            models.Index(
+                fields=["scheduled_for"],
+                name="operation_scheduled_idx",
+                condition=models.Q(scheduled_for__isnull=False, status__in=UNFINISHED_STATUSES),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -388,9 +388,12 @@ _OPERATION_COLUMNS, _OPERATION_VALUES = insert_values(
         "arguments": "%(arguments)s::jsonb",
         "max_attempts": "%(max_attempts)s",
         # A continuation takes its prerequisites' place in the queue (below).
-        "next_attempt_at": f"""LEAST(statement_timestamp(),
-              (SELECT min(p.next_attempt_at) FROM {OPERATION} p WHERE p.id = ANY(%(prerequisites)s::bigint[])))""",  # noqa: S608 -- this module's constants
-        "deadline": "statement_timestamp() + make_interval(secs => %(deadline_seconds)s)",
+        "next_attempt_at": f"""GREATEST(%(scheduled_for)s::timestamptz, LEAST(statement_timestamp(),
+              (SELECT min(p.next_attempt_at) FROM {OPERATION} p WHERE p.id = ANY(%(prerequisites)s::bigint[]))))""",  # noqa: S608 -- this module's constants
+        "scheduled_for": "%(scheduled_for)s::timestamptz",
+        # A scheduled intent's deadline runs from its time T, not from the approval.
+        "deadline": """GREATEST(statement_timestamp(), %(scheduled_for)s::timestamptz)
+              + make_interval(secs => %(deadline_seconds)s)""",
         "created_at": "%(now)s",
         "updated_at": "%(now)s",
     },

@@ -4,6 +4,8 @@ the verify operation's finalize)."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 from django.utils import timezone
 from psycopg.rows import dict_row
@@ -35,7 +37,7 @@ from workers.prepared import execute_prepared, the_row
 
 
 @transaction.atomic(savepoint=False)
-def do_request_publication(revision: Revision, *, channel: str) -> Enqueued:
+def do_request_publication(revision: Revision, *, channel: str, scheduled_for: datetime | None = None) -> Enqueued:
     """Record the intent to publish `revision` on `channel`, in the transaction of the approval (or
     the "also publish to") that holds the channel (docs/invariants.md#i5, #i14).
 
@@ -44,6 +46,9 @@ def do_request_publication(revision: Revision, *, channel: str) -> Enqueued:
     not been claimed yet is superseded; one that may already be in flight becomes a prerequisite
     (completion edge), so this one is claimed only after it finished either way. Another channel's
     publishes are never touched: one channel's state never holds up another's.
+
+    `scheduled_for` (aware) embargoes it until that time T on the database clock (docs/invariants.md#i15).
+    An older publish waiting for its own T is superseded like any unclaimed one: the newest approval wins.
 
     Caller holds the brief's row lock, taken before any operation row (docs/architecture.md#lock-order);
     older operations are touched in id order.
@@ -58,6 +63,7 @@ def do_request_publication(revision: Revision, *, channel: str) -> Enqueued:
         subject_id=public_id,
         subject_version=revision.number,
         arguments={"revision": revision.number},
+        scheduled_for=scheduled_for,
     )
     if not enqueued.created:
         return enqueued

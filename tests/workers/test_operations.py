@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.test.utils import override_settings
 from django.utils import timezone
@@ -677,3 +678,40 @@ def test_atomic_claim__worker_clock_skewed__lease_expires_by_the_database_clock(
         )
         (remaining,) = cursor.fetchone()
     assert 50 <= float(remaining) <= 61
+
+
+def _database_now() -> datetime.datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db
+def test_due_on_the_database_clock__a_scheduled_operation_is_not_claimed_before_its_time():
+    """docs/invariants.md#i15 at the machinery: T is the claim's due time, and the deadline runs from T."""
+    scheduled_for = _database_now() + datetime.timedelta(minutes=10)
+    enqueue("k1", scheduled_for=scheduled_for)
+    operation = Operation.objects.get(key="k1")
+    assert (operation.scheduled_for, operation.next_attempt_at) == (scheduled_for, scheduled_for)
+    assert operation.deadline - scheduled_for == datetime.timedelta(seconds=settings.GALLEY_OPERATION_DEADLINE_SECONDS)
+    assert claim("w1") == []
+
+    Operation.objects.filter(key="k1").update(
+        scheduled_for=_database_now() - datetime.timedelta(seconds=1),
+        next_attempt_at=_database_now() - datetime.timedelta(seconds=1),
+    )
+    assert [claimed.operation_id for claimed in claim("w1")] == [operation.id]
+
+
+@pytest.mark.django_db
+def test_due_on_the_database_clock__a_schedule_in_the_past_is_due_now():
+    """An approval for a time already gone fires at once, its T kept for lateness; an unscheduled one has no T."""
+    past = _database_now() - datetime.timedelta(hours=1)
+    enqueue("k1", scheduled_for=past)
+    enqueue("k2")
+    scheduled, unscheduled = Operation.objects.get(key="k1"), Operation.objects.get(key="k2")
+    assert scheduled.scheduled_for == past and scheduled.next_attempt_at >= _database_now() - datetime.timedelta(
+        seconds=5
+    )
+    assert unscheduled.scheduled_for is None
+    assert {claimed.operation_id for claimed in claim("w1")} == {scheduled.id, unscheduled.id}

@@ -6,6 +6,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -43,6 +44,7 @@ def enqueue_operation(
     arguments: dict[str, Any] | None = None,
     after: Iterable[tuple[Operation | int, str]] = (),
     max_attempts: int | None = None,
+    scheduled_for: datetime | None = None,
 ) -> Enqueued:
     """Record the intent `key` in the caller's transaction, idempotently (docs/invariants.md#i1, #i2, #i5).
 
@@ -52,7 +54,9 @@ def enqueue_operation(
     transaction, and returned for the caller to report — never as a success. `subject_version`
     is the version of the subject acted on (a brief's revision number), which the readers of a
     subject's older or newer operations compare; `channel` the destination it acts on. `after`
-    adds durable prerequisites as (operation or its id, Dependency.Requires). Rings the doorbell on commit.
+    adds durable prerequisites as (operation or its id, Dependency.Requires). `scheduled_for` (aware) is the
+    time T before which no worker claims it, by the database clock (docs/invariants.md#i15); its deadline
+    runs from T. Rings the doorbell on commit.
     """
     now = timezone.now()
     edges = list(after)
@@ -66,6 +70,7 @@ def enqueue_operation(
         "channel": channel,
         "arguments": arguments or {},
         "max_attempts": max_attempts or settings.GALLEY_MAX_ATTEMPTS,
+        "scheduled_for": scheduled_for,
     }
     params = {
         **fields,
