@@ -2,14 +2,16 @@
 
 Endpoints
     POST /v1/publications            apply once per Idempotency-Key (bearer token)
+    POST /v1/publications/{id}/retraction   take the brief's article down, once per Idempotency-Key (bearer token)
     GET  /v1/publications?operation_key=K, GET /v1/publications/{id}   look-up and read-back (bearer token)
     GET  /v1/status                  {"target", "fence"}: whether the revision fence is on (bearer token)
     GET  /articles/{id}              the published page: the article's title and body, no other markup
     GET  /_ledger                    every first application, in order (for tests and operators)
+    GET  /_retractions               every retraction applied (for tests and operators)
     GET  /_arrivals                  every valid POST's arrival time, key and answer (for rate-limit tests)
     GET  /_health                    liveness
 
-A POST goes through these steps, in this order:
+A POST (a publication or a retraction) goes through these steps, in this order:
     1. auth (401 missing / 403 wrong), body and Idempotency-Key validation (400), no latency;
     2. one draw of every fault rate from the seeded random generator;
     3. claim the key in flight; if another request holds it, answer what the store holds for the
@@ -17,7 +19,8 @@ A POST goes through these steps, in this order:
     4. wait ``latency_ms`` (while holding the key, so a concurrent duplicate sees 409);
     5. 429 / 503 / 500 if drawn (nothing applied);
     6. one BEGIN IMMEDIATE transaction: replay (200) / mismatch (422) / stale_revision (409,
-       skipped with fence_off) / store + ledger row (201);
+       skipped with fence_off) / store + ledger row (201); a retraction: replay (200) / mismatch (422) /
+       unknown id (404) / stale_revision (409, a newer revision is held) / retraction row (201);
     7. only after a first application (201): commit-then-hang or commit-then-drop if drawn.
 """
 
@@ -31,24 +34,29 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from galley.reference_target.faults import Draw, Faults
 from galley.reference_target.protocol import (
+    GONE_HTML,
     MAX_BODY_BYTES,
     InvalidRequest,
     article_html,
+    publication_state,
     receipt,
     validate_publication,
+    validate_retraction,
 )
-from galley.reference_target.store import Store
+from galley.reference_target.store import Store, retraction_replay
 
 logger = logging.getLogger(__name__)
 
 _HTML = "text/html; charset=utf-8"
 _PUBLICATION_PATH = re.compile(r"/v1/publications/([A-Za-z0-9_-]+)")
+_RETRACTION_PATH = re.compile(r"/v1/publications/([A-Za-z0-9_-]+)/retraction")
 _ARTICLE_PATH = re.compile(r"/articles/([A-Za-z0-9_-]+)")
 
 
@@ -181,11 +189,18 @@ class _Handler(BaseHTTPRequestHandler):
             with target.store.connect() as conn:
                 self._json(200, {"applications": target.store.ledger(conn)})
             return
+        if path == "/_retractions":
+            with target.store.connect() as conn:
+                self._json(200, {"retractions": target.store.retractions(conn)})
+            return
         if match := _ARTICLE_PATH.fullmatch(path):
             with target.store.connect() as conn:
                 row = target.store.by_id(conn, match.group(1))
             if row is None:
                 self._send(404, b"<!doctype html><title>Not found</title><p>Not found.</p>\n", _HTML)
+                return
+            if row["retracted_at"] is not None:
+                self._send(410, GONE_HTML.encode("utf-8"), _HTML)
                 return
             self._send(200, article_html(row).encode("utf-8"), _HTML)
             return
@@ -207,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
             if row is None:
                 self._not_found()
             else:
-                self._json(200, receipt(row))
+                self._json(200, publication_state(row))
             return
         if match := _PUBLICATION_PATH.fullmatch(path):
             if not self._authorised():
@@ -220,7 +235,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(
                     200,
                     {
-                        **receipt(row),
+                        **publication_state(row),
                         "payload": json.loads(row["payload"]),
                         "rendered": json.loads(row["rendered"]) if row["rendered"] else None,
                         "published_at": row["published_at"],
@@ -232,7 +247,9 @@ class _Handler(BaseHTTPRequestHandler):
     # --- POST ------------------------------------------------------------------------------
 
     def do_POST(self) -> None:
-        if urlsplit(self.path).path != "/v1/publications":
+        path = urlsplit(self.path).path
+        retraction = _RETRACTION_PATH.fullmatch(path)
+        if path != "/v1/publications" and retraction is None:
             self.close_connection = True  # its body is left unread
             self._not_found()
             return
@@ -240,14 +257,20 @@ class _Handler(BaseHTTPRequestHandler):
         if raw is None or not self._authorised():
             return
         try:
-            body = validate_publication(raw, self.headers.get("Idempotency-Key"))
+            if retraction is None:
+                body = validate_publication(raw, self.headers.get("Idempotency-Key"))
+            else:
+                body = validate_retraction(raw, self.headers.get("Idempotency-Key"))
         except InvalidRequest as exc:
             self._json(400, {"error": "invalid", "detail": str(exc)})
             return
         arrived_at = time.time()
         self.answered = 0  # a dropped connection answers nothing
         try:
-            self._publish(body)
+            if retraction is None:
+                self._publish(body)
+            else:
+                self._retract(retraction.group(1), body)
         finally:
             self.server.target.record_arrival(
                 arrived_at=arrived_at, operation_key=body["operation_key"], status=self.answered
@@ -278,18 +301,53 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _publish(self, body: dict[str, Any]) -> None:
         target = self.server.target
+
+        def busy() -> tuple[int, dict[str, Any]] | None:
+            with target.store.connect() as conn:
+                existing = target.store.by_key(conn, body["operation_key"])
+            if existing is None:
+                return None
+            if existing["payload_hash"] == body["payload_hash"]:
+                return 200, receipt(existing)
+            return 422, {"error": "idempotency_mismatch"}
+
+        def apply(conn: Any) -> tuple[int, dict[str, Any]]:
+            return target.store.apply(conn, body, base_url=target.public_url, fence_off=target.faults.fence_off)
+
+        self._apply_once(body, busy, apply)
+
+    def _retract(self, publication_id: str, body: dict[str, Any]) -> None:
+        target = self.server.target
+
+        def busy() -> tuple[int, dict[str, Any]] | None:
+            with target.store.connect() as conn:
+                existing = target.store.retraction_by_key(conn, body["operation_key"])
+            return None if existing is None else retraction_replay(existing, publication_id, body)
+
+        def apply(conn: Any) -> tuple[int, dict[str, Any]]:
+            return target.store.retract(conn, publication_id, body)
+
+        self._apply_once(body, busy, apply)
+
+    def _apply_once(
+        self,
+        body: dict[str, Any],
+        busy: Callable[[], tuple[int, dict[str, Any]] | None],
+        apply: Callable[[Any], tuple[int, dict[str, Any]]],
+    ) -> None:
+        """Steps 2-7 of a POST: the fault draw, the key held in flight, latency, the drawn failures, the
+        store's one transaction (`apply`), then a commit-then-hang or -drop. `busy` answers a duplicate
+        that arrives while the key is held: what the store holds for the key, or None (409 in_progress)."""
+        target = self.server.target
         faults = target.faults
         key = body["operation_key"]
         draw = target.draw()
         if not target.claim(key):
-            with target.store.connect() as conn:
-                existing = target.store.by_key(conn, key)
-            if existing is None:
+            answer = busy()
+            if answer is None:
                 self._json(409, {"error": "in_progress", "detail": "this operation key is being applied now"})
-            elif existing["payload_hash"] == body["payload_hash"]:
-                self._json(200, receipt(existing))
             else:
-                self._json(422, {"error": "idempotency_mismatch"})
+                self._json(*answer)
             return
         try:
             if faults.latency_ms:
@@ -305,18 +363,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(500, {"error": "server_error"})
                 return
             with target.store.connect() as conn:
-                status, response = target.store.apply(
-                    conn, body, base_url=target.public_url, fence_off=faults.fence_off
-                )
+                status, response = apply(conn)
         finally:
             target.release(key)
         if status == 201:
             logger.info(
-                "applied %s (brief %s revision %s) as %s",
-                key,
-                body["brief_id"],
-                body["revision"],
-                response["id"],
+                "applied %s (brief %s revision %s) as %s", key, body["brief_id"], body["revision"], response["id"]
             )
             if draw.hang:
                 logger.info("fault: committed %s, hanging %ss before answering", key, faults.hang_seconds)

@@ -1,5 +1,5 @@
-"""What the reference target speaks (docs/target-protocol.md): a publication request's rules, the receipt and
-the published page.
+"""What the reference target speaks (docs/target-protocol.md): a publication's and a retraction's request
+rules, their receipts and the published page.
 
 A request is checked before anything is stored or any fault drawn: the body's shape, the
 Idempotency-Key header, and the payload hash recomputed here.
@@ -43,8 +43,7 @@ def _reject_constant(name: str) -> Any:
     raise InvalidRequest(f"{name} is not valid JSON")
 
 
-def validate_publication(raw: bytes, idempotency_key: str | None) -> dict[str, Any]:
-    """The publication request as a dict, or InvalidRequest with a message for the sender."""
+def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -55,6 +54,12 @@ def validate_publication(raw: bytes, idempotency_key: str | None) -> dict[str, A
         raise InvalidRequest(f"the body is not valid JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
+    return body
+
+
+def validate_publication(raw: bytes, idempotency_key: str | None) -> dict[str, Any]:
+    """The publication request as a dict, or InvalidRequest with a message for the sender."""
+    body = _json_object(raw)
     for name in ("operation_key", "brief_id", "payload_hash"):
         if not isinstance(body.get(name), str) or not body[name]:
             raise InvalidRequest(f"{name} must be a non-empty string")
@@ -84,6 +89,22 @@ def validate_publication(raw: bytes, idempotency_key: str | None) -> dict[str, A
     return body
 
 
+def validate_retraction(raw: bytes, idempotency_key: str | None) -> dict[str, Any]:
+    """The retraction request as a dict (docs/target-protocol.md#retraction), or InvalidRequest."""
+    body = _json_object(raw)
+    for name in ("operation_key", "brief_id", "reason"):
+        if not isinstance(body.get(name), str) or not body[name].strip():
+            raise InvalidRequest(f"{name} must be a non-empty string")
+    revision = body.get("revision")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        raise InvalidRequest("revision must be an integer of at least 1")
+    if not idempotency_key:
+        raise InvalidRequest("the Idempotency-Key header is required")
+    if idempotency_key != body["operation_key"]:
+        raise InvalidRequest("the Idempotency-Key header must equal operation_key")
+    return body
+
+
 RENDERED_TEXTS = ("title", "excerpt", "content_html", "byline", "section")
 
 
@@ -110,6 +131,28 @@ def receipt(row: sqlite3.Row) -> dict[str, Any]:
         "payload_hash": row["payload_hash"],
         "permalink": row["permalink"],
     }
+
+
+def publication_state(row: sqlite3.Row) -> dict[str, Any]:
+    """The receipt with whether the brief's article is taken down at this revision (look-up, read-back).
+    Only answers of GET say so: a publish's answer stays the same body as the first time."""
+    return {**receipt(row), "retracted": row["retracted_at"] is not None, "retracted_at": row["retracted_at"]}
+
+
+def retraction_receipt(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["publication_id"],
+        "operation_key": row["operation_key"],
+        "revision": row["revision"],
+        "retracted": True,
+        "retracted_at": row["retracted_at"],
+    }
+
+
+GONE_HTML = (
+    '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Gone</title>\n</head>\n'
+    "<body>\n<p>This article has been retracted.</p>\n</body>\n</html>\n"
+)
 
 
 def _page(title: str, article: str) -> str:

@@ -13,7 +13,8 @@ Every failure is a TargetError subclass chosen by what the caller must do next (
     ├── TargetKeyMismatch                     422: same key, different payload hash (operator needed)
     ├── TargetInProgress                      409 in_progress: the same key is being applied now
     ├── TargetStaleRevision                   409 stale_revision: .current_revision is newer or equal
-    ├── TargetNotFound                        404 from read_back or fetch_permalink
+    ├── TargetNotFound                        404 from read_back, retract or fetch_permalink
+    │   └── TargetGone                        410 from fetch_permalink: the article was taken down (retracted)
     └── TargetInvalidResponse                 a body or status the protocol does not allow
 
 A TargetClient holds only an httpx.Client, which may be shared between threads; it keeps no
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from django.conf import settings
@@ -96,6 +98,11 @@ class TargetStaleRevision(TargetError):
 
 class TargetNotFound(TargetError):
     pass
+
+
+class TargetGone(TargetNotFound):
+    """The permalink answers 410 Gone: the article was there and was taken down (a retraction). A
+    subclass of TargetNotFound because either way nothing is published at that address."""
 
 
 class TargetInvalidResponse(TargetError, http.ServiceInvalidResponse):
@@ -164,6 +171,22 @@ class Receipt:
     # None when the target reports no live content (the reference target,
     # docs/target-protocol.md#reference-target): then it cannot drift.
     live: LiveContent | None = None
+    # Whether the brief's article is taken down at this revision (look-up and read-back only,
+    # docs/target-protocol.md#retraction); False when the target does not say.
+    retracted: bool = False
+    retracted_at: str = ""
+
+
+@dataclass(frozen=True)
+class RetractionReceipt:
+    """A retraction's answer (docs/target-protocol.md#retraction): publication `id` was taken down under
+    `operation_key` (the retraction key), at revision `revision`, at `retracted_at` (the target's clock)."""
+
+    id: str
+    operation_key: str
+    revision: int
+    retracted: bool
+    retracted_at: str
 
 
 class _PageText(HTMLParser):
@@ -324,6 +347,43 @@ class TargetClient:
             raise TargetInvalidResponse(f"A read-back of {publication_id!r} returned {receipt.id!r}", status=200)
         return receipt
 
+    def retract(
+        self, *, publication_id: str, operation_key: str, brief_id: str, revision: int, reason: str
+    ) -> RetractionReceipt:
+        """POST the retraction of the brief's article, through its publication `publication_id`, with
+        Idempotency-Key = operation_key (the retraction key); `revision` is the one taken down.
+
+        A first application (201) and a replay (200) answer the same receipt. Raises TargetNotFound for an
+        unknown id, TargetStaleRevision when the target holds a newer revision than `revision`,
+        TargetKeyMismatch when the key was used for another retraction, and the other TargetErrors as a
+        publish does (TargetAmbiguous: it may have been applied). A receipt for another key, publication or
+        revision, or one that is not retracted, is TargetInvalidResponse, never success.
+        """
+        body = {"operation_key": operation_key, "brief_id": brief_id, "revision": revision, "reason": reason}
+        response = self._send(
+            "POST",
+            f"/v1/publications/{quote(publication_id, safe='')}/retraction",
+            content=json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8"),
+            headers={**self._auth, "Idempotency-Key": operation_key, "Content-Type": "application/json"},
+        )
+        if response.status_code == 404:
+            raise TargetNotFound(f"The target has no publication {publication_id!r} to retract", status=404)
+        if response.status_code not in (200, 201):
+            raise self._error(response)
+        answer = self._json(response)
+        receipt_id, key, number = answer.get("id"), answer.get("operation_key"), answer.get("revision")
+        retracted_at = answer.get("retracted_at")
+        if (receipt_id, key, number, answer.get("retracted")) != (publication_id, operation_key, revision, True) or (
+            not isinstance(retracted_at, str) or not retracted_at
+        ):
+            raise TargetInvalidResponse(
+                f"The target answered {answer!r:.300} to the retraction {operation_key} of {publication_id}",
+                status=response.status_code,
+            )
+        return RetractionReceipt(
+            id=publication_id, operation_key=operation_key, revision=revision, retracted=True, retracted_at=retracted_at
+        )
+
     def fetch_permalink(self, url: str) -> str:
         """The text of the published page at `url` as a reader sees it (markup removed).
 
@@ -334,6 +394,8 @@ class TargetClient:
         response = self._send("GET", url, headers={"Accept": "text/html"}, follow_redirects=True)
         if response.status_code == 404:
             raise TargetNotFound(f"Nothing is published at {url}", status=404)
+        if response.status_code == 410:
+            raise TargetGone(f"The article at {url} was taken down (410 Gone)", status=410)
         if response.status_code != 200:
             raise self._error(response)
         reader = _PageText()
@@ -428,7 +490,18 @@ class TargetClient:
             raise TargetInvalidResponse(
                 f"The target's receipt has no valid revision: {body!r:.300}", status=response.status_code
             )
-        return Receipt(revision=revision, live=cls._live(body.get("live"), status=response.status_code), **fields)
+        retracted, retracted_at = body.get("retracted", False), body.get("retracted_at") or ""
+        if not isinstance(retracted, bool) or not isinstance(retracted_at, str):
+            raise TargetInvalidResponse(
+                f"The target's receipt has no valid retraction state: {body!r:.300}", status=response.status_code
+            )
+        return Receipt(
+            revision=revision,
+            live=cls._live(body.get("live"), status=response.status_code),
+            retracted=retracted,
+            retracted_at=retracted_at,
+            **fields,
+        )
 
     @staticmethod
     def _live(live: Any, *, status: int) -> LiveContent | None:

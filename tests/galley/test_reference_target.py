@@ -29,6 +29,7 @@ from publishing.clients.target import (
     TargetAuthError,
     TargetClient,
     TargetConnectionError,
+    TargetGone,
     TargetInProgress,
     TargetKeyMismatch,
     TargetNotFound,
@@ -406,6 +407,193 @@ def test_publish__invariant12_commit_then_drop__ambiguous_but_applied(start_targ
         assert isinstance(caught.value, TargetAmbiguous)
         assert len(ledger(target)) == 1
         assert client.lookup(key("brief-042", 1)) is not None
+
+
+# --- retraction (docs/target-protocol.md#retraction, docs/invariants.md#i16) ----------------------------
+
+
+def retraction_key(brief: str, revision: int) -> str:
+    return f"retract:{brief}:revision-{revision}"
+
+
+def retract(
+    client: TargetClient, publication_id: str, brief: str = "brief-042", revision: int = 1, reason: str = "libel"
+):
+    return client.retract(
+        publication_id=publication_id,
+        operation_key=retraction_key(brief, revision),
+        brief_id=brief,
+        revision=revision,
+        reason=reason,
+    )
+
+
+def target_with_publication(start_target: Callable[..., ReferenceTarget]) -> tuple[ReferenceTarget, Receipt]:
+    """A healthy target holding revision 1 of brief-042 (faults are set afterwards by the test)."""
+    target = start_target()
+    with client_for(target) as client:
+        first, _ = publish(client)
+    return target, first
+
+
+def retractions(target: ReferenceTarget) -> list[dict[str, Any]]:
+    return httpx.get(f"{target.url}/_retractions", timeout=5).json()["retractions"]
+
+
+def raw_retract(target: ReferenceTarget, publication_id: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(
+        f"{target.url}/v1/publications/{publication_id}/retraction",
+        json=body,
+        headers={"Authorization": f"Bearer {TOKEN}", "Idempotency-Key": str(body.get("operation_key", ""))},
+        timeout=5,
+    )
+
+
+def test_retract__i16_first_201_then_replay_200_same_body_one_retraction(target, client):
+    first, _ = publish(client, revision=1)
+    body = {"operation_key": retraction_key("brief-042", 1), "brief_id": "brief-042", "revision": 1, "reason": "libel"}
+    applied = raw_retract(target, first.id, body)
+    replayed = raw_retract(target, first.id, body)
+    assert (applied.status_code, replayed.status_code) == (201, 200)
+    assert applied.json() == replayed.json()
+    assert set(applied.json()) == {"id", "operation_key", "revision", "retracted", "retracted_at"}
+    assert applied.json()["id"] == first.id and applied.json()["retracted"] is True
+    assert len(retractions(target)) == 1
+
+
+def test_retract__i16_every_publication_of_the_brief_reads_back_retracted_and_its_permalink_is_gone(target, client):
+    older, _ = publish(client, revision=1)
+    newer, _ = publish(client, revision=2, payload={"title": "Harbour strike", "body": "Corrected."})
+    other, _ = publish(client, brief="brief-007")
+    assert client.read_back(newer.id).retracted is False
+    receipt = retract(client, newer.id, revision=2)
+    assert (receipt.id, receipt.revision, receipt.retracted) == (newer.id, 2, True) and receipt.retracted_at
+    for publication in (older, newer):
+        back = client.read_back(publication.id)
+        assert back.retracted is True and back.retracted_at
+        with pytest.raises(TargetGone) as gone:
+            client.fetch_permalink(publication.permalink)
+        assert gone.value.status == 410
+    assert client.lookup(key("brief-042", 1)).retracted is True
+    assert client.read_back(other.id).retracted is False
+    assert "Harbour strike" in client.fetch_permalink(other.permalink)
+
+
+def test_retract__i4_fence__a_publish_of_the_retracted_revision_or_older_is_stale_a_newer_one_publishes(target, client):
+    first, _ = publish(client, revision=1)
+    retract(client, first.id, revision=1)
+    with pytest.raises(TargetStaleRevision) as stale:
+        client.publish(**{**request_body(revision=1), "operation_key": "publish:brief-042:revision-1:web"})
+    assert stale.value.current_revision == 1
+    again, applied = publish(client, revision=2)
+    assert applied
+    back = client.read_back(again.id)
+    assert back.retracted is False and "Harbour strike" in client.fetch_permalink(again.permalink)
+    # What was taken down stays down: the retracted revision's page does not come back with the newer one.
+    assert client.read_back(first.id).retracted is True
+
+
+def test_retract__newer_revision_held__409_stale_with_current_nothing_retracted(target, client):
+    first, _ = publish(client, revision=1)
+    publish(client, revision=2)
+    with pytest.raises(TargetStaleRevision) as stale:
+        retract(client, first.id, revision=1)
+    assert stale.value.current_revision == 2
+    assert retractions(target) == []
+    assert client.read_back(first.id).retracted is False
+
+
+def test_retract__same_key_other_reason__422_key_mismatch(target, client):
+    first, _ = publish(client)
+    retract(client, first.id, reason="libel")
+    with pytest.raises(TargetKeyMismatch):
+        retract(client, first.id, reason="another reason")
+    assert len(retractions(target)) == 1
+
+
+def test_retract__unknown_id__404_not_found(target, client):
+    with pytest.raises(TargetNotFound) as caught:
+        retract(client, "pub-does-not-exist")
+    assert not isinstance(caught.value, TargetGone)
+    assert retractions(target) == []
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({"brief_id": "brief-042", "revision": 1, "reason": "x"}, "operation_key"),
+        ({"operation_key": "retract:brief-042:revision-1", "brief_id": "brief-042", "revision": 1}, "reason"),
+        (
+            {"operation_key": "retract:brief-042:revision-1", "brief_id": "brief-042", "revision": 0, "reason": "x"},
+            "revision",
+        ),
+        (
+            {"operation_key": "retract:brief-042:revision-1", "brief_id": "brief-007", "revision": 1, "reason": "x"},
+            "not of brief-007",
+        ),
+        (
+            {"operation_key": "retract:brief-042:revision-3", "brief_id": "brief-042", "revision": 3, "reason": "x"},
+            "never published",
+        ),
+    ],
+)
+def test_retract__invalid__400_nothing_retracted(target, client, body, detail):
+    first, _ = publish(client)
+    response = raw_retract(target, first.id, body)
+    assert response.status_code == 400
+    assert detail in response.json()["detail"]
+    assert retractions(target) == []
+
+
+def test_retract__duplicate_while_first_in_flight__409_in_progress_then_replay(start_target):
+    target, first = target_with_publication(start_target)
+    target.faults = Faults(latency_ms=2000)
+    outcome: list[Any] = []
+    with client_for(target) as client:
+        slow = threading.Thread(target=lambda: outcome.append(retract(client, first.id)))
+        slow.start()
+        # As for publishes: the duplicate goes once the first request holds the key, however slowly.
+        deadline = time.monotonic() + 10
+        while retraction_key("brief-042", 1) not in target._in_flight:
+            assert time.monotonic() < deadline, "the first retraction never reached the target"
+            time.sleep(0.01)
+        with pytest.raises(TargetInProgress):
+            retract(client, first.id)
+        slow.join(10)
+        assert retract(client, first.id) == outcome[0]
+    assert len(retractions(target)) == 1
+
+
+@pytest.mark.parametrize(("rate", "error"), [("rate_429", TargetThrottled), ("rate_500", TargetServerError)])
+def test_retract__invariant9_faults__nothing_retracted(start_target, rate, error):
+    target, first = target_with_publication(start_target)
+    target.faults = Faults(**{rate: 1.0}, retry_after=3)
+    with client_for(target) as client, pytest.raises(error):
+        retract(client, first.id)
+    assert retractions(target) == []
+
+
+def test_retract__invariant12_commit_then_drop__ambiguous_but_retracted_and_read_back_says_so(start_target):
+    target, first = target_with_publication(start_target)
+    target.faults = Faults(rate_drop=1.0)
+    with client_for(target) as client:
+        with pytest.raises(TargetConnectionError):
+            retract(client, first.id)
+        assert len(retractions(target)) == 1
+        assert client.read_back(first.id).retracted is True
+
+
+def test_retract__storage_survives_restart__replay_after_restart(start_target):
+    target = start_target(db_name="kept.sqlite3")
+    with client_for(target) as client:
+        first, _ = publish(client)
+        receipt = retract(client, first.id)
+    target.stop()
+    again = start_target(db_name="kept.sqlite3")
+    with client_for(again) as client:
+        assert retract(client, first.id) == receipt
+        assert client.read_back(first.id).retracted is True
+    assert len(retractions(again)) == 1
 
 
 def test_faults__same_seed__same_draws(tmp_path):

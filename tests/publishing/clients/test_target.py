@@ -18,11 +18,13 @@ import pytest
 from publishing.clients.http import parse_retry_after
 from publishing.clients.target import (
     Receipt,
+    RetractionReceipt,
     TargetAmbiguous,
     TargetAuthError,
     TargetClient,
     TargetConnectionError,
     TargetError,
+    TargetGone,
     TargetInProgress,
     TargetInvalidResponse,
     TargetKeyMismatch,
@@ -240,6 +242,7 @@ def test_every_exception_is_a_target_error():
         TargetInProgress,
         TargetStaleRevision,
         TargetNotFound,
+        TargetGone,
         TargetInvalidResponse,
     ):
         assert issubclass(exc_type, TargetError)
@@ -449,3 +452,89 @@ def test_wordpress_read_back__live_content__parsed_beside_what_galley_sent():
 def test_wordpress_read_back__invalid_live_content__invalid_response_never_a_receipt(live):
     with wordpress_client(answer(200, {**RECEIPT, "live": live})) as client, pytest.raises(TargetInvalidResponse):
         client.read_back(RECEIPT["id"])
+
+
+def test_fetch_permalink__410__gone_distinct_from_404():
+    error = fails(
+        lambda request: httpx.Response(410, html="retracted"),
+        TargetGone,
+        lambda client: client.fetch_permalink("http://target.test/articles/pub-1"),
+    )
+    assert error.status == 410 and isinstance(error, TargetNotFound)
+
+
+def test_read_back__retracted_state__parsed_and_false_when_absent():
+    body = {**RECEIPT, "retracted": True, "retracted_at": "2026-01-01T00:00:00+00:00"}
+    with make_client(answer(200, body)) as client:
+        back = client.read_back("pub-1")
+    assert (back.retracted, back.retracted_at) == (True, "2026-01-01T00:00:00+00:00")
+    assert Receipt(**RECEIPT).retracted is False
+    fails(answer(200, {**RECEIPT, "retracted": "yes"}), TargetInvalidResponse, lambda client: client.read_back("pub-1"))
+
+
+# --- retraction (docs/target-protocol.md#retraction) --------------------------------------------------
+
+RETRACT_KEY = "retract:brief-042:revision-3"
+RETRACTED = {
+    "id": "pub-1",
+    "operation_key": RETRACT_KEY,
+    "revision": 3,
+    "retracted": True,
+    "retracted_at": "2026-01-01T00:00:00+00:00",
+}
+
+
+def retract(client: TargetClient) -> RetractionReceipt:
+    return client.retract(
+        publication_id="pub-1", operation_key=RETRACT_KEY, brief_id="brief-042", revision=3, reason="libel"
+    )
+
+
+@pytest.mark.parametrize("status", [200, 201])
+def test_retract__i16_sends_key_and_body__receipt(status):
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(status, json=RETRACTED)
+
+    with make_client(handler) as client:
+        assert retract(client) == RetractionReceipt(**RETRACTED)
+    assert seen[0].method == "POST" and seen[0].url.path == "/v1/publications/pub-1/retraction"
+    assert seen[0].headers["Idempotency-Key"] == RETRACT_KEY
+    assert seen[0].headers["Authorization"] == "Bearer s3cret"
+    assert json.loads(seen[0].content) == {
+        "operation_key": RETRACT_KEY,
+        "brief_id": "brief-042",
+        "revision": 3,
+        "reason": "libel",
+    }
+
+
+@pytest.mark.parametrize(
+    ("response", "exc_type"),
+    [
+        (httpx.Response(404, json={"error": "not_found"}), TargetNotFound),
+        (httpx.Response(409, json={"error": "stale_revision", "current_revision": 4}), TargetStaleRevision),
+        (httpx.Response(409, json={"error": "in_progress"}), TargetInProgress),
+        (httpx.Response(422, json={"error": "idempotency_mismatch"}), TargetKeyMismatch),
+        (httpx.Response(429, json={"error": "throttled"}, headers={"Retry-After": "4"}), TargetThrottled),
+        (httpx.Response(500, json={"error": "server_error"}), TargetServerError),
+        (httpx.Response(200, json={**RETRACTED, "retracted": False}), TargetInvalidResponse),
+        (
+            httpx.Response(200, json={**RETRACTED, "operation_key": "retract:brief-042:revision-2"}),
+            TargetInvalidResponse,
+        ),
+    ],
+    ids=["404", "stale", "in-progress", "mismatch", "429", "500", "not-retracted", "other-key"],
+)
+def test_retract__invariant9_statuses_map_to_errors(response, exc_type):
+    error = fails(lambda request: response, exc_type, retract)
+    if exc_type is TargetStaleRevision:
+        assert error.current_revision == 4
+    if exc_type is TargetThrottled:
+        assert error.retry_after == 4.0
+
+
+def test_retract__timeout__invariant9_ambiguous():
+    assert isinstance(fails(raising(httpx.ReadTimeout), TargetTimeout, retract), TargetAmbiguous)
