@@ -107,6 +107,12 @@ def check_decide_revision(
             f"You already decided “{existing.get_decision_display()}” on revision {revision.number}; "
             "decisions are final. Ask the editor for a new revision."
         )
+    if brief.retracted_revision_number is not None and revision.number <= brief.retracted_revision_number:
+        # Galley's own fence (docs/retractions.md): what was taken down comes back only as a newer revision.
+        raise DecisionAlreadyMade(
+            f"Revision {revision.number} was retracted ({brief.retraction_reason}): it is never published "
+            "again. To bring the article back, ask the editor for a new revision and approve that."
+        )
     if brief.published_revision_number == revision.number:
         raise DecisionAlreadyMade(
             f"Revision {revision.number} is already published: there is nothing left to decide on it. "

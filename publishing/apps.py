@@ -13,15 +13,17 @@ class PublishingConfig(AppConfig):
         from publishing.actions.webhooks import do_emit_publication_problem
         from publishing.clients.target import check_configured_target
         from publishing.handlers.publications import handle_drift_check, handle_publish, handle_republish, handle_verify
+        from publishing.handlers.retractions import handle_retract
         from publishing.handlers.summaries import handle_summary_step
         from publishing.handlers.webhooks import handle_webhook
-        from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, SUMMARY_STEP, VERIFY, WEBHOOK
+        from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, RETRACT, SUMMARY_STEP, VERIFY, WEBHOOK
         from workers.registry import register, register_operator_needed, register_startup_check
 
         register(PUBLISH, handle_publish)
         register(VERIFY, handle_verify)
         register(DRIFT_CHECK, handle_drift_check)
         register(REPUBLISH, handle_republish)
+        register(RETRACT, handle_retract)
         register(SUMMARY_STEP, handle_summary_step)
         register(WEBHOOK, handle_webhook)
         # A publication that comes to need an operator is a webhook event, in the transaction recording it.

@@ -14,6 +14,8 @@ SUMMARY_STEP = "summary_step"
 # republish of it over a drift (docs/wordpress.md#drift-actions).
 DRIFT_CHECK = "drift_check"
 REPUBLISH = "republish"
+# Takes down what a revision put on a channel (docs/retractions.md).
+RETRACT = "retract"
 # Every kind of a brief's publication: what an operator settles among the publication problems.
 PUBLICATION_KINDS = (PUBLISH, VERIFY, REPUBLISH, DRIFT_CHECK)
 
@@ -64,6 +66,12 @@ def publish_key(public_id: str, number: int, channel: str = PRIMARY_CHANNEL) -> 
 
 def verify_key(public_id: str, number: int, channel: str = PRIMARY_CHANNEL) -> str:
     return _on_channel(f"verify:{public_id}:revision-{number}", channel)
+
+
+def retract_key(public_id: str, number: int, channel: str = PRIMARY_CHANNEL) -> str:
+    """Takes down what revision `number` put on `channel`: `retract:brief-042:revision-3` on the primary
+    channel, extended with the channel's slug like publish_key on another."""
+    return _on_channel(f"retract:{public_id}:revision-{number}", channel)
 
 
 def drift_check_key(public_id: str, number: int, round_id: str, channel: str = PRIMARY_CHANNEL) -> str:

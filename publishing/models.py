@@ -17,6 +17,9 @@ class BriefStatus(models.TextChoices):
     CHANGES_REQUESTED = "changes_requested", "Changes requested"
     APPROVED = "approved", "Approved"
     PUBLISHED = "published", "Published"
+    # Taken down on every channel that held it (docs/retractions.md); only a newer approved revision
+    # publishes it again.
+    RETRACTED = "retracted", "Retracted"
 
 
 def current_headline(brief: str = "pk", *, title: str = "title") -> Coalesce:
@@ -156,6 +159,13 @@ class Brief(models.Model):
     published_revision_number = models.PositiveIntegerField(
         null=True, blank=True, help_text="Highest revision verified on any channel; only ever grows."
     )
+    retracted_revision_number = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Highest revision a retraction took down: Galley's own fence, that revision and older are "
+        "never approved or published again; only ever grows.",
+    )
+    retraction_reason = models.TextField(blank=True, help_text="Why the last retraction took the brief down.")
     form_token = models.UUIDField(
         null=True,
         blank=True,
@@ -253,6 +263,9 @@ class Publication(models.Model):
     permalink = models.URLField(max_length=500)
     created_at = models.DateTimeField(default=timezone.now)
     verified_at = models.DateTimeField(null=True, blank=True)
+    # Set once a retraction was observed here: the read-back says retracted and the permalink is gone
+    # (docs/retractions.md); never cleared, a newer revision publishes as a publication of its own.
+    retracted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -437,6 +450,7 @@ class WebhookEventType(models.TextChoices):
     PUBLICATION_VERIFIED = "publication.verified", "Published and verified (per channel)"
     PUBLICATION_PROBLEM = "publication.problem", "Publication needs an operator"
     PUBLICATION_RESOLVED = "publication.resolved", "Publication problem resolved by an operator"
+    PUBLICATION_RETRACTED = "publication.retracted", "Retracted and verified (per channel)"
 
 
 class WebhookSubscriber(models.Model):

@@ -26,12 +26,16 @@ _S = Brief.Status
 # Every status move a brief may make, in one place; do_change_brief_status enforces it for all
 # of them. Another approver's later decision on the same revision may follow a request for
 # changes; publishing follows an approval.
+# A brief that holds a publication somewhere can be retracted whatever its newer revision is doing; a
+# retracted one goes on with a newer revision (review, approval), and is published again only when a
+# newer revision is verified (docs/retractions.md).
 BRIEF_TRANSITIONS: dict[str, set[str]] = {
     _S.DRAFTING: {_S.IN_REVIEW},
-    _S.IN_REVIEW: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED},
-    _S.CHANGES_REQUESTED: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED},
-    _S.APPROVED: {_S.IN_REVIEW, _S.APPROVED, _S.PUBLISHED},
-    _S.PUBLISHED: {_S.IN_REVIEW},
+    _S.IN_REVIEW: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED, _S.RETRACTED},
+    _S.CHANGES_REQUESTED: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED, _S.RETRACTED},
+    _S.APPROVED: {_S.IN_REVIEW, _S.APPROVED, _S.PUBLISHED, _S.RETRACTED},
+    _S.PUBLISHED: {_S.IN_REVIEW, _S.RETRACTED},
+    _S.RETRACTED: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED, _S.PUBLISHED},
 }
 
 

@@ -8,6 +8,7 @@ the clear: the audit records of a subscriber's changes say only whether a secret
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Any
 
@@ -106,6 +107,23 @@ def do_emit_publication_verified(publication: Publication, *, brief_public_id: s
             "permalink": publication.permalink,
         },
         subscribers=subscribers,
+    )
+
+
+def do_emit_publication_retracted(
+    publication: Publication, *, brief_public_id: str, channel: str, reason: str, retracted_at: datetime.datetime
+) -> None:
+    """In the retraction's finalize (retractions.do_record_retraction): taken down and observed on `channel`."""
+    do_emit_event(
+        WebhookEventType.PUBLICATION_RETRACTED,
+        brief_public_id=brief_public_id,
+        data={
+            "channel": channel,
+            "revision": publication.revision.number,
+            "reason": reason,
+            "retracted_at": retracted_at.isoformat(),
+            "permalink": publication.permalink,
+        },
     )
 
 

@@ -19,7 +19,7 @@ from publishing.clients import target
 from publishing.clients.channels import client_for
 from publishing.handlers.failures import call_service
 from publishing.identities import PUBLISH, publish_key, revision_number
-from publishing.models import Publication, Revision
+from publishing.models import Brief, Publication, Revision
 from publishing.selectors.publications import get_publication, list_newer_sent_revisions
 from publishing.selectors.publish_checks import PublishChecks, get_publish_checks
 from publishing.story import body_text, render_story
@@ -59,6 +59,13 @@ def _account_for_newer(checks: PublishChecks) -> None:
     # stops an older intent revived late, e.g. by an operator.
     if checks.newer_attempted is not None:
         raise Superseded(f"revision {checks.newer_attempted} of {public_id} may already be at the target")
+
+
+def _refuse_retracted(claimed: ClaimedOperation, number: int) -> None:
+    """Galley's own fence (docs/retractions.md): a retracted revision, or an older one, is never sent again,
+    whatever intent was left for it; only a newer revision publishes the brief again."""
+    if Brief.objects.filter(public_id=claimed.subject_id, retracted_revision_number__gte=number).exists():
+        raise Superseded(f"{claimed.subject_id} is retracted up to revision {number} or later")
 
 
 def _approved_revision(claimed: ClaimedOperation, checks: PublishChecks) -> Revision:
@@ -104,6 +111,7 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
     first and adopts what the target holds instead of sending again.
     """
     number = revision_number(claimed)
+    _refuse_retracted(claimed, number)
     checks = get_publish_checks(claimed.subject_id, number, channel=claimed.channel)
     revision = _approved_revision(claimed, checks)
     client = client_for(claimed.channel)
@@ -270,6 +278,7 @@ def handle_republish(claimed: ClaimedOperation) -> Success:
     publish: an approval of exactly N and its hash, nothing newer published or sent. An ambiguous
     attempt looks its key up first. Its verification then observes the post showing N again."""
     number = revision_number(claimed)
+    _refuse_retracted(claimed, number)
     checks = get_publish_checks(claimed.subject_id, number, channel=claimed.channel)
     revision = _approved_revision(claimed, checks)
     client = client_for(claimed.channel)

@@ -56,7 +56,8 @@ def list_due_drift_checks(*, limit: int, interval: datetime.timedelta) -> list[D
         .values("last")
     )
     due = list(
-        Publication.objects.filter(verified_at__isnull=False)
+        # A retracted publication shows nothing by design (docs/retractions.md): nothing to drift from.
+        Publication.objects.filter(verified_at__isnull=False, retracted_at__isnull=True)
         .exclude(Exists(newer_on_channel))
         .exclude(Exists(busy))
         .annotate(last_checked=Subquery(last_checked))

@@ -1,0 +1,92 @@
+"""What a retraction takes down (docs/retractions.md): per channel, the newest publication of the brief that
+is not retracted yet, and each channel's retraction as the brief page and the API show it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from publishing.identities import RETRACT
+from publishing.models import Brief, Publication
+from workers.models import Operation
+
+
+@dataclass(frozen=True)
+class Holding:
+    """Channel `channel` holds revision `number` of the brief through `publication`."""
+
+    channel: str
+    channel_name: str
+    number: int
+    publication: Publication
+
+
+def list_holdings(brief: Brief) -> list[Holding]:
+    """Every channel holding a publication of `brief` not yet retracted, with the newest such revision
+    there (the one a retraction names; the target takes its older ones down with it), by channel slug.
+    A publication counts from the moment it was applied (recorded), verified or not: it is at the target."""
+    newest: dict[str, Publication] = {}
+    publications = (
+        Publication.objects.filter(brief=brief, retracted_at__isnull=True)
+        .select_related("revision", "channel")
+        .order_by("channel__slug", "-revision__number")
+    )
+    for publication in publications:
+        newest.setdefault(publication.channel.slug, publication)
+    return [
+        Holding(
+            channel=slug,
+            channel_name=publication.channel.name,
+            number=publication.revision.number,
+            publication=publication,
+        )
+        for slug, publication in sorted(newest.items())
+    ]
+
+
+@dataclass(frozen=True)
+class ChannelRetraction:
+    """A channel's retraction of the brief: which revision, its operation's status, when it is due,
+    and when it was observed (None while it is not)."""
+
+    channel: str
+    number: int
+    status: str
+    due_at: datetime | None
+    retracted_at: datetime | None
+    operation_key: str
+
+    @property
+    def label(self) -> str:
+        if self.retracted_at is not None:
+            return f"Retracted (revision {self.number})"
+        if self.status in ("conflict", "dead"):
+            return f"Retraction of revision {self.number} needs an operator"
+        if self.status in ("cancelled", "superseded"):
+            return f"Retraction of revision {self.number} {self.status}"
+        return f"Retraction of revision {self.number} under way"
+
+
+def list_channel_retractions(brief: Brief) -> list[ChannelRetraction]:
+    """The brief's retraction operations, one per channel and revision, by channel then revision, with
+    when each was observed there (the publication's retracted_at). Two queries."""
+    operations = Operation.objects.filter(subject_type="brief", subject_id=brief.public_id, kind=RETRACT).order_by(
+        "channel", "subject_version"
+    )
+    observed = {
+        (slug, number): retracted_at
+        for slug, number, retracted_at in Publication.objects.filter(
+            brief=brief, retracted_at__isnull=False
+        ).values_list("channel__slug", "revision__number", "retracted_at")
+    }
+    return [
+        ChannelRetraction(
+            channel=operation.channel,
+            number=operation.subject_version or 0,
+            status=operation.status,
+            due_at=operation.scheduled_for,
+            retracted_at=observed.get((operation.channel, operation.subject_version or 0)),
+            operation_key=operation.key,
+        )
+        for operation in operations
+    ]
