@@ -165,7 +165,10 @@ class Brief(models.Model):
         help_text="Highest revision a retraction took down: Galley's own fence, that revision and older are "
         "never approved or published again; only ever grows.",
     )
-    retraction_reason = models.TextField(blank=True, help_text="Why the last retraction took the brief down.")
+    # db_default too: rows written in bulk by SQL that predates the column (tests/benchmarks/bulk.py) get it.
+    retraction_reason = models.TextField(
+        blank=True, default="", db_default="", help_text="Why the last retraction took the brief down."
+    )
     form_token = models.UUIDField(
         null=True,
         blank=True,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.urls import reverse
 
 from approvals.models import Approval, Assignment, Comment
-from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, SUMMARY_STEP, VERIFY
+from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, RETRACT, SUMMARY_STEP, VERIFY
 from publishing.models import Brief, Publication, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, has_role
 from publishing.selectors.summaries import RunOutcome, get_run_outcome
@@ -72,8 +72,14 @@ def _operation_label(operation: Operation) -> tuple[str, str]:
     """What the operation (not a summary step: those are inside their run's entry) does, in words,
     and the revision page it concerns (if any)."""
     number = operation.subject_version
-    if operation.kind in (PUBLISH, VERIFY, DRIFT_CHECK, REPUBLISH) and isinstance(number, int):
-        verb = {PUBLISH: "Publish", VERIFY: "Read-back check", DRIFT_CHECK: "Drift check", REPUBLISH: "Republish"}
+    if operation.kind in (PUBLISH, VERIFY, DRIFT_CHECK, REPUBLISH, RETRACT) and isinstance(number, int):
+        verb = {
+            PUBLISH: "Publish",
+            VERIFY: "Read-back check",
+            DRIFT_CHECK: "Drift check",
+            REPUBLISH: "Republish",
+            RETRACT: f"Retraction on {operation.channel}",
+        }
         return f"{verb[operation.kind]} of revision {number}", _revision_url(operation.subject_id, number)
     return operation.kind.replace("_", " ").capitalize(), ""
 
@@ -261,6 +267,20 @@ def _publication_entry(public_id: str, publication: Publication, *, published_nu
     )
 
 
+def _retraction_entry(publication: Publication) -> TimelineEntry:
+    """A publication taken down, observed (docs/retractions.md): an entry of its own beside the publication's."""
+    return TimelineEntry(
+        at=publication.retracted_at or publication.created_at,
+        kind="publication",
+        actor=GALLEY,
+        description=f"Revision {publication.revision.number} retracted on {publication.channel.name}: read back "
+        "as retracted, its permalink gone",
+        status="retracted",
+        status_label="Retracted",
+        detail=(("External id", publication.external_id), ("Permalink", publication.permalink)),
+    )
+
+
 def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
     """Every revision, summary run, operation and attempt, decision, comment, assignment and
     publication of the brief, newest first (ties: the order they are listed here, reversed).
@@ -290,9 +310,10 @@ def get_brief_timeline(brief: Brief, *, viewer: AnyUser) -> Timeline:
     entries += [_comment_entry(public_id, comment) for comment in comments]
     assignments = Assignment.objects.filter(brief=brief).select_related("assignee", "group", "assigned_by")
     entries += [_assignment_entry(assignment) for assignment in assignments]
-    publications = Publication.objects.filter(brief=brief).select_related("revision")
+    publications = Publication.objects.filter(brief=brief).select_related("revision", "channel")
     published_number = brief.published_revision_number
     entries += [_publication_entry(public_id, p, published_number=published_number) for p in publications]
+    entries += [_retraction_entry(p) for p in publications if p.retracted_at is not None]
     # Stable sort: entries with the same time keep the order above (a revision before its decision).
     ordered = sorted(enumerate(entries), key=lambda pair: (pair[1].at, pair[0]), reverse=True)
     return Timeline(

@@ -21,6 +21,8 @@ urlpatterns = [
     # The legal-review flag (publishing.actions.legal): raised by editors and approvers, lifted by Legal.
     path("briefs/<str:public_id>/legal-review/", views.legal_review_flag, name="legal_review_flag"),
     path("briefs/<str:public_id>/legal-review/lift/", views.legal_review_lift, name="legal_review_lift"),
+    # Retraction (publishing.actions.retractions): approvers, through its confirm page.
+    path("briefs/<str:public_id>/retract/", views.brief_retract, name="brief_retract"),
     path("briefs/<str:public_id>/source/", views.brief_source_edit, name="source_edit"),
     path("briefs/<str:public_id>/suggestions/<int:run_number>/use/", views.use_suggestion, name="use_suggestion"),
     path("briefs/<str:public_id>/revisions/<int:number>/", views.revision_detail, name="revision"),

@@ -30,6 +30,7 @@ from publishing.actions.drafts import (
     check_take_over_draft,
 )
 from publishing.actions.legal import check_flag_legal_review, check_lift_legal_review
+from publishing.actions.retractions import check_retract_brief
 from publishing.actions.revisions import check_restore_revision, check_use_suggestion
 from publishing.diffs import diff_payloads
 from publishing.errors import (
@@ -52,6 +53,7 @@ from publishing.selectors.drafts import get_draft_state, get_other_holder, list_
 from publishing.selectors.drift import get_drift_notice
 from publishing.selectors.preview import get_story_preview
 from publishing.selectors.publications import list_brief_badges
+from publishing.selectors.retractions import list_channel_retractions, list_holdings
 from publishing.selectors.review import RevisionPage, get_revision_page
 from publishing.selectors.revisions import (
     get_latest_revision,
@@ -178,6 +180,7 @@ def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
         "pipeline": get_pipeline_view(brief),
         "timeline": get_brief_timeline(brief, viewer=request.user),
         "presences": list_presences(brief, viewer=request.user),
+        "retractions": list_channel_retractions(brief),
     }
 
 
@@ -228,6 +231,34 @@ def _set_legal_review(
         else:
             messages.info(request, already)
     return redirect("publishing:brief", public_id)
+
+
+@require_http_methods(["GET", "POST"])
+def brief_retract(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Retract (approvers), the second step of two: the page lists each channel and the revision it
+    holds and asks for the reason and a confirmation; the POST takes the brief down on every one of them
+    (docs/retractions.md). A refusal redraws the page with the reason kept and why."""
+    require_role(request.user, Role.APPROVER, to="retract a brief")
+    brief = access_brief(public_id, acting_user=request.user)
+    reason, error = "", ""
+    if request.method == "POST":
+        reason = request.POST.get("reason", "")
+        try:
+            with transaction.atomic(durable=True):
+                enqueued = check_retract_brief(
+                    public_id, reason=reason, confirm=request.POST.get("confirm") == "yes", acting_user=request.user
+                )
+        except GalleyError as exc:
+            error = exc.message
+        else:
+            messages.success(
+                request,
+                f"{public_id} is being taken down on {len(enqueued)} channel(s); each shows “Retracted” once it "
+                "is read back as retracted there.",
+            )
+            return redirect(brief)
+    context = {"brief": brief, "holdings": list_holdings(brief), "reason": reason, "error": error}
+    return render(request, "publishing/brief_retract.html", context, status=400 if error else 200)
 
 
 @checks_own_form_text

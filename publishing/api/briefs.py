@@ -14,6 +14,7 @@ from ninja import Field, Path, Query, Router, Schema
 from approvals.policies import PolicyProgress, get_policy_progress
 from publishing.actions.briefs import check_create_brief, check_update_source_material
 from publishing.actions.legal import check_flag_legal_review, check_lift_legal_review
+from publishing.actions.retractions import check_retract_brief
 from publishing.actions.revisions import check_create_revision, check_use_suggestion
 from publishing.api.channels import ChannelReceiptOut, receipt_out
 from publishing.api.common import (
@@ -34,6 +35,7 @@ from publishing.roles import can_view
 from publishing.selectors.briefs import BRIEF_LIST_ORDER, access_brief
 from publishing.selectors.channels import get_channel_receipts, list_brief_channel_slugs
 from publishing.selectors.publications import get_publication_state
+from publishing.selectors.retractions import list_channel_retractions
 from publishing.selectors.revisions import get_latest_revision, get_revision, list_revisions
 from publishing.selectors.summaries import get_pipeline_view
 from publishing.story import (
@@ -105,6 +107,34 @@ class BriefDetailOut(BriefOut):
         description="The newest revision an approval sent: one receipt per channel it was sent to (its approval "
         "froze that set); empty before any was sent."
     )
+    retraction_reason: str = Field(description="Why the last retraction took it down; empty when never retracted.")
+    retractions: list[RetractionOut] = Field(
+        description="One per channel and revision a retraction took (or is taking) down; empty when never retracted."
+    )
+
+
+class RetractionOut(Schema):
+    channel: str
+    revision: int = Field(description="The revision the channel held, taken down with any older one there.")
+    status: str = Field(description="The retract operation's status: pending, running, succeeded, conflict…")
+    label: str
+    due_at: datetime | None = Field(description="When it is due (a scheduled retraction); null: at once.")
+    retracted_at: datetime | None = Field(description="When it was observed there; null until then.")
+
+
+class RetractionIn(BodyIn):
+    reason: str = Field(pattern=NO_NUL, max_length=2000, description="Why the brief is taken down; required.")
+    confirm: bool = Field(description="Must be true: the retraction takes the brief down on every channel.")
+    retract_at: datetime | None = Field(
+        None, description="When (ISO 8601 with a zone), on the database clock; absent or null: now."
+    )
+
+
+class RetractionRequestOut(Schema):
+    brief_id: str
+    status: BriefStatus
+    reason: str
+    retractions: list[RetractionOut]
 
 
 class LegalReviewOut(Schema):
@@ -291,8 +321,24 @@ def brief_out(
             suggestion=suggestion,
             channels=list_brief_channel_slugs(brief),
             receipts=[receipt_out(receipt) for receipt in get_channel_receipts(brief)],
+            retraction_reason=brief.retraction_reason,
+            retractions=retractions_out(brief),
         )
     return out
+
+
+def retractions_out(brief: Brief) -> list[RetractionOut]:
+    return [
+        RetractionOut(
+            channel=one.channel,
+            revision=one.number,
+            status=one.status,
+            label=one.label,
+            due_at=one.due_at,
+            retracted_at=one.retracted_at,
+        )
+        for one in list_channel_retractions(brief)
+    ]
 
 
 def suggestion_out(brief: Brief) -> SuggestionOut | None:
@@ -420,6 +466,33 @@ def flag_legal_review(
     def write(user: User) -> tuple[int, LegalReviewOut]:
         changed = check_flag_legal_review(brief_id, acting_user=user)
         return 200, LegalReviewOut(brief_id=brief_id, legal_review=True, changed=changed)
+
+    return idempotent_post(request, idempotency_key, write)
+
+
+@router.post(
+    "/briefs/{brief_id}/retraction",
+    response={200: RetractionRequestOut, **WRITE_PROBLEMS},
+    summary="Retract a brief on every channel holding it",
+)
+def retract_brief(
+    request: HttpRequest, brief_id: BriefId, data: RetractionIn, idempotency_key: str = idempotency_key_header()
+) -> HttpResponse:
+    """Take the brief down on every channel that holds it (Approvers), now or at `retract_at`, with a
+    reason; `confirm` must be true (docs/retractions.md). 200 with each channel's retraction; asked again
+    it writes nothing and answers the same."""
+
+    def write(user: User) -> tuple[int, RetractionRequestOut]:
+        check_retract_brief(
+            brief_id, reason=data.reason, confirm=data.confirm, acting_user=user, retract_at=data.retract_at
+        )
+        brief = access_brief(brief_id, acting_user=user)
+        return 200, RetractionRequestOut(
+            brief_id=brief_id,
+            status=BriefStatus(brief.status),
+            reason=brief.retraction_reason,
+            retractions=retractions_out(brief),
+        )
 
     return idempotent_post(request, idempotency_key, write)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import OuterRef, Subquery
+
 from publishing.identities import RETRACT
 from publishing.models import Brief, Publication
 from workers.models import Operation
@@ -69,23 +71,26 @@ class ChannelRetraction:
 
 def list_channel_retractions(brief: Brief) -> list[ChannelRetraction]:
     """The brief's retraction operations, one per channel and revision, by channel then revision, with
-    when each was observed there (the publication's retracted_at). Two queries."""
-    operations = Operation.objects.filter(subject_type="brief", subject_id=brief.public_id, kind=RETRACT).order_by(
-        "channel", "subject_version"
+    when each was observed there (the publication's retracted_at). One query; none for a brief never
+    retracted (every retraction request sets its fence first), so the brief page of every other brief
+    pays nothing."""
+    if brief.retracted_revision_number is None:
+        return []
+    observed = Publication.objects.filter(
+        brief=brief, channel__slug=OuterRef("channel"), revision__number=OuterRef("subject_version")
+    ).values("retracted_at")[:1]
+    operations = (
+        Operation.objects.filter(subject_type="brief", subject_id=brief.public_id, kind=RETRACT)
+        .annotate(observed_at=Subquery(observed))
+        .order_by("channel", "subject_version")
     )
-    observed = {
-        (slug, number): retracted_at
-        for slug, number, retracted_at in Publication.objects.filter(
-            brief=brief, retracted_at__isnull=False
-        ).values_list("channel__slug", "revision__number", "retracted_at")
-    }
     return [
         ChannelRetraction(
             channel=operation.channel,
             number=operation.subject_version or 0,
             status=operation.status,
             due_at=operation.scheduled_for,
-            retracted_at=observed.get((operation.channel, operation.subject_version or 0)),
+            retracted_at=operation.observed_at,
             operation_key=operation.key,
         )
         for operation in operations

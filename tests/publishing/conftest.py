@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from django.db import transaction
 from django.test import Client
 
 from tests.wordpress import WordPress, running_wordpress
@@ -25,3 +26,25 @@ def operator_client(operator) -> Client:
     client = Client()
     client.force_login(operator)
     return client
+
+
+@pytest.fixture
+def published_brief(target, brief, revise, approver):
+    """`brief` with revision 1 approved, published on the settings' target and verified by a drain (the
+    test needs django_db(transaction=True): the drain runs on the worker pool's own connections)."""
+    from approvals.actions import check_decide_revision
+    from approvals.models import Approval
+    from publishing.identities import PUBLISH, VERIFY
+    from workers.drain import drain
+
+    revision = revise(brief, "Dockers walked out at dawn.")
+    with transaction.atomic(durable=True):
+        check_decide_revision(
+            brief.public_id,
+            revision_number=revision.number,
+            payload_hash=revision.payload_hash,
+            decision=Approval.Decision.APPROVED,
+            acting_user=approver,
+        )
+    drain(worker_id="w-test", kinds=[PUBLISH, VERIFY], time_budget=30, idle_wait=0.5)
+    return brief

@@ -80,6 +80,19 @@ def target_client(target: ReferenceTarget) -> TargetClient:
     return TargetClient(base_url=target.url, token=TOKEN, timeout=5)
 
 
+def land_at_target(target: ReferenceTarget, revision: Revision) -> None:
+    """Revision's publish applied at the target under Galley's key, as one in flight would land."""
+    public_id = revision.brief.public_id
+    with target_client(target) as client:
+        client.publish(
+            operation_key=publish_key(public_id, revision.number),
+            brief_id=public_id,
+            revision=revision.number,
+            payload_hash=revision.payload_hash,
+            payload=revision.payload,
+        )
+
+
 def published(brief: Brief, revise, approver, body: str = "Dockers walked out at dawn.") -> Revision:
     revision = revise(brief, body)
     approve(revision, by=approver)
@@ -176,14 +189,7 @@ def test_i16__race__the_target_holds_a_newer_revision__stale_revision_needs_an_o
     first = published(brief, revise, approver)
     second = revise(brief, "Dockers walked out at dawn. The port is closed.")
     (operation,) = retract(brief, by=approver)
-    with target_client(target) as client:  # the newer publish in flight, landing first
-        client.publish(
-            operation_key=publish_key(brief.public_id, 2),
-            brief_id=brief.public_id,
-            revision=2,
-            payload_hash=second.payload_hash,
-            payload=second.payload,
-        )
+    land_at_target(target, second)  # the newer publish in flight, landing first
 
     run_worker(kinds=(RETRACT,))
 
@@ -385,14 +391,7 @@ def test_operator__race_conflict__cancel_with_reason_ends_it__retry_now_sends_ag
     published(brief, revise, approver)
     second = revise(brief, "Dockers walked out at dawn. The port is closed.")
     (operation,) = retract(brief, by=approver)
-    with target_client(target) as client:
-        client.publish(
-            operation_key=publish_key(brief.public_id, 2),
-            brief_id=brief.public_id,
-            revision=2,
-            payload_hash=second.payload_hash,
-            payload=second.payload,
-        )
+    land_at_target(target, second)
     run_worker(kinds=(RETRACT,))
     operation.refresh_from_db()
     assert operation.status == OperationStatus.CONFLICT
