@@ -190,6 +190,13 @@ def _superseded_if_newer_shown(
             )
 
 
+def _superseded_if_retracted(claimed: ClaimedOperation, receipt: target.Receipt) -> None:
+    """A publication the target reports retracted shows nothing by design (docs/retractions.md): a
+    verification or drift check of it that was already under way when it was taken down is over."""
+    if receipt.retracted:
+        raise Superseded(f"{claimed.subject_id} was retracted at the target ({receipt.retracted_at})")
+
+
 def _observe(
     claimed: ClaimedOperation, publication: Publication, receipt: target.Receipt, *, accepted_hash: str = ""
 ) -> None:
@@ -231,6 +238,7 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
     publication = get_publication(claimed.arguments["publish_key"])
     client = client_for(claimed.channel)
     receipt = call_service(lambda: client.read_back(publication.external_id))
+    _superseded_if_retracted(claimed, receipt)
     _observe(claimed, publication, receipt)
     page_text = call_service(lambda: client.fetch_permalink(receipt.permalink))
     payload = publication.revision.payload
@@ -268,6 +276,7 @@ def handle_drift_check(claimed: ClaimedOperation) -> Success:
     publication = get_publication(publish_key(claimed.subject_id, number, claimed.channel))
     client = client_for(claimed.channel)
     receipt = call_service(lambda: client.read_back(publication.external_id))
+    _superseded_if_retracted(claimed, receipt)
     _observe(claimed, publication, receipt, accepted_hash=str(claimed.arguments.get("accepted_hash", "")))
     return Success(result={"live_hash": receipt.live.hash if receipt.live is not None else None, "drift": False})
 

@@ -409,3 +409,21 @@ def test_operator__race_conflict__cancel_with_reason_ends_it__retry_now_sends_ag
     assert not Conflict.objects.filter(operation=operation, resolved_at__isnull=True).exists()
     assert AuditEvent.objects.filter(event_type="operation.cancelled", actor_id=operator.id).exists()
     assert retractions(target) == []
+
+
+def test_i16__verification_under_way_when_taken_down__superseded_not_a_problem(target, brief, revise, approver):
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    run_worker(kinds=(PUBLISH,))  # applied; its verification waits
+    verify = Operation.objects.get(kind=VERIFY)
+    # The verification already claimed when the retraction came: it cannot be superseded before it runs.
+    Operation.objects.filter(id=verify.id).update(attempts=1)
+    retract(brief, by=approver)
+    run_worker(kinds=(RETRACT,))
+    Operation.objects.filter(id=verify.id).update(attempts=0)
+
+    run_worker(kinds=(VERIFY,))
+
+    verify.refresh_from_db()
+    assert verify.status == OperationStatus.SUPERSEDED
+    assert "retracted at the target" in verify.last_error_message
