@@ -246,6 +246,11 @@ def check_also_publish(public_id: str, *, revision_number: Any, channel: Any, ac
         raise SelfApproval(
             f"You wrote revision {revision.number}, so you cannot send it anywhere; another approver must."
         )
+    if brief.retracted_revision_number is not None and revision.number <= brief.retracted_revision_number:
+        raise DecisionAlreadyMade(
+            f"Revision {revision.number} was retracted: it is sent to no channel again. Publish a newer "
+            "approved revision instead."
+        )
     if not isinstance(channel, str) or not channel:
         raise InvalidInput("Choose the channel to publish to.")
     (target,) = check_channel_set(brief, [channel])

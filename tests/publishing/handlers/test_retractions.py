@@ -26,8 +26,8 @@ from publishing.hashing import payload_hash
 from publishing.identities import DRIFT_CHECK, PUBLISH, RETRACT, VERIFY, publish_key, retract_key
 from publishing.models import Brief, Publication, Revision, WebhookEvent, WebhookSubscriber
 from tests.reference_target import TOKEN
+from tests.workers.test_admin import OPERATIONS, messages_of, run_action
 from workers.actions.enqueue import enqueue_operation
-from workers.actions.operator import do_cancel_operation, do_retry_operation_now
 from workers.drain import drain
 from workers.models import Attempt, AuditEvent, Conflict, Operation, OperationStatus
 
@@ -275,6 +275,8 @@ def test_i4__retracted_revision__target_fence_refuses_it_galley_refuses_its_appr
     assert stale.value.current_revision == 1
     with pytest.raises(DecisionAlreadyMade, match="was retracted"):
         approve(first, by=approver2)
+    with transaction.atomic(durable=True), pytest.raises(DecisionAlreadyMade, match="was retracted"):
+        check_also_publish(brief.public_id, revision_number=1, channel="web", acting_user=approver2)
 
     second = published(brief, revise, approver, body="Dockers walked out at dawn. Corrected.")
 
@@ -353,8 +355,8 @@ def test_i13__retraction__request_and_each_observation_audited_with_who_and_old_
 # --- §7.2: the operations admin's actions work for retractions ------------------------------------------------
 
 
-def test_operator__reconcile__the_next_attempt_reads_back_and_adopts_what_the_target_holds(
-    target, brief, revise, approver, operator
+def test_operator__admin_reconcile__the_next_attempt_reads_back_and_adopts_what_the_target_holds(
+    target, brief, revise, approver, operator_client
 ):
     revision = published(brief, revise, approver)
     (operation,) = retract(brief, by=approver)
@@ -372,8 +374,8 @@ def test_operator__reconcile__the_next_attempt_reads_back_and_adopts_what_the_ta
             revision=1,
             reason=REASON,
         )
-    with transaction.atomic(durable=True):
-        assert do_retry_operation_now(operation, acting_user=operator, reconcile=True)
+    answer = run_action(operator_client, OPERATIONS, "reconcile_with_target", [operation])
+    assert messages_of(answer) == ["1 operation(s) queued for reconciliation."]
 
     run_worker(kinds=(RETRACT,))
 
@@ -385,8 +387,8 @@ def test_operator__reconcile__the_next_attempt_reads_back_and_adopts_what_the_ta
     assert Publication.objects.get(revision=revision).retracted_at is not None
 
 
-def test_operator__race_conflict__cancel_with_reason_ends_it__retry_now_sends_again(
-    target, brief, revise, approver, operator
+def test_operator__admin_race_conflict__retry_now_asks_again__cancel_with_reason_ends_it(
+    target, brief, revise, approver, operator, operator_client
 ):
     published(brief, revise, approver)
     second = revise(brief, "Dockers walked out at dawn. The port is closed.")
@@ -396,14 +398,13 @@ def test_operator__race_conflict__cancel_with_reason_ends_it__retry_now_sends_ag
     operation.refresh_from_db()
     assert operation.status == OperationStatus.CONFLICT
 
-    with transaction.atomic(durable=True):
-        assert do_retry_operation_now(operation, acting_user=operator)
+    assert messages_of(run_action(operator_client, OPERATIONS, "retry_now", [operation]))
     run_worker(kinds=(RETRACT,))
     operation.refresh_from_db()
     assert operation.status == OperationStatus.CONFLICT  # the target still holds revision 2: the same answer
 
-    with transaction.atomic(durable=True):
-        assert do_cancel_operation(operation, reason="revision 2 is the correction; it stays", acting_user=operator)
+    reason = "revision 2 is the correction; it stays"
+    assert messages_of(run_action(operator_client, OPERATIONS, "cancel_with_reason", [operation], reason=reason))
     operation.refresh_from_db()
     assert operation.status == OperationStatus.CANCELLED
     assert not Conflict.objects.filter(operation=operation, resolved_at__isnull=True).exists()
