@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from publishing.credentials import seal
 from publishing.hashing import payload_hash
-from publishing.identities import PUBLICATION_KINDS, WEBHOOK, webhook_key
+from publishing.identities import PUBLICATION_KINDS, RETRACT, WEBHOOK, webhook_key
 from publishing.models import Channel, Publication, Revision, WebhookEvent, WebhookEventType, WebhookSubscriber
 from workers.actions.enqueue import enqueue_operation
 from workers.audit import record_audit_event
@@ -129,8 +129,9 @@ def do_emit_publication_retracted(
 
 def do_emit_publication_problem(needed: OperatorNeeded) -> None:
     """Registered with the workers (publishing.apps): a brief's publication operation that comes to
-    need an operator (a dead letter or a conflict) is an event, in the transaction that records it."""
-    if needed.kind not in PUBLICATION_KINDS or needed.subject_type != "brief":
+    need an operator (a dead letter or a conflict) is an event, in the transaction that records it; a
+    retraction's too (docs/retractions.md#race)."""
+    if needed.kind not in (*PUBLICATION_KINDS, RETRACT) or needed.subject_type != "brief":
         return
     subscribers = _subscribers_wanting(WebhookEventType.PUBLICATION_PROBLEM)
     if not subscribers:

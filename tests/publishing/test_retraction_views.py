@@ -39,6 +39,7 @@ def test_retract__approver_confirms__taken_down_and_shown_per_channel_in_page_ti
 
     page = client.get(reverse("publishing:brief", args=[published_brief.public_id])).content.decode()
     assert 'id="retractions"' in page and "Legal asked for a takedown." in page
+    assert 'data-testid="retract"' not in page  # taken down: nothing left to retract
     assert "Retracted (revision 1)" in page
     assert "Revision 1 retracted on" in page  # the timeline's entry
     listed = client.get(reverse("publishing:dashboard"), {"status": "retracted"}).content.decode()

@@ -186,6 +186,7 @@ def test_i16__race__the_target_holds_a_newer_revision__stale_revision_needs_an_o
     target, brief, revise, approver
 ):
     """docs/retractions.md#race: revision 2's publish landed at the target after the retraction of 1 was decided."""
+    WebhookSubscriber.objects.create(name="Wire", url="http://127.0.0.1:9/hook", events=["publication.problem"])
     first = published(brief, revise, approver)
     second = revise(brief, "Dockers walked out at dawn. The port is closed.")
     (operation,) = retract(brief, by=approver)
@@ -202,6 +203,12 @@ def test_i16__race__the_target_holds_a_newer_revision__stale_revision_needs_an_o
     assert conflict.conflicting_payload_hash == second.payload_hash
     assert retractions(target) == []
     assert Publication.objects.get(revision=first).retracted_at is None
+    problem = WebhookEvent.objects.get(type="publication.problem")
+    assert (problem.data["kind"], problem.data["status"], problem.data["operation_key"]) == (
+        RETRACT,
+        "conflict",
+        operation.key,
+    )
 
 
 def test_i16__scheduled__due_at_t_on_the_database_clock__not_before(target, brief, revise, approver):
