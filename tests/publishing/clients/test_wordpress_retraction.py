@@ -263,6 +263,35 @@ def test_i4_retraction__of_a_revision_the_site_never_got__fence_rises_to_it(word
     assert newer.status_code == 201, newer.text
 
 
+def test_i4_retraction__racing_a_newer_revisions_publish__the_newer_revision_stays_published(wordpress, api):
+    """Whichever takes the brief's lock first, the newer revision ends published and not retracted: a
+    retraction after it is refused as stale, one before it is undone by it."""
+    briefs = [new_brief() for _ in range(4)]
+    firsts = {brief: published(api, brief, 1) for brief in briefs}
+    barrier = threading.Barrier(2 * len(briefs))
+
+    def send(job: tuple[str, str]) -> httpx.Response:
+        brief, what = job
+        with httpx.Client(base_url=wordpress.url, auth=wordpress.auth, timeout=60) as client:
+            barrier.wait(timeout=30)
+            if what == "retract":
+                return retract(client, firsts[brief]["id"], retraction(brief, 1))
+            return publish(client, publication(brief, 2, f"{brief} revision 2", "The newer text."))
+
+    jobs = [(brief, what) for brief in briefs for what in ("retract", "publish")]
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        answers = dict(zip(jobs, pool.map(send, jobs), strict=True))
+
+    for brief in briefs:
+        retracted, newer = answers[(brief, "retract")], answers[(brief, "publish")]
+        assert newer.status_code == 201, newer.text
+        assert retracted.status_code in (201, 409), retracted.text
+        if retracted.status_code == 409:
+            assert (retracted.json()["error"], retracted.json()["current_revision"]) == ("stale_revision", 2)
+        assert post_status(wordpress, firsts[brief]["post_id"]) == "publish"
+        assert read_back(api, newer.json()["id"])["retracted"] is False
+
+
 # --- docs/invariants.md#i5: the post and the key in one transaction ------------------------------
 
 
