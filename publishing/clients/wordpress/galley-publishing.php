@@ -1,13 +1,14 @@
 <?php
 /**
  * Plugin Name: Galley Publishing
- * Description: Galley's target protocol (docs/target-protocol.md) inside WordPress's REST API: each operation key is applied at most once, revisions are fenced, every write is one database transaction.
- * Version:     3
+ * Description: Galley's target protocol (docs/target-protocol.md) inside WordPress's REST API: each operation key is applied at most once, revisions are fenced, every write (publication or retraction) is one database transaction.
+ * Version:     4
  * Requires PHP: 7.4
  * License:     GPL-2.0-or-later (it runs inside WordPress)
  *
  * A must-use plugin: copy (or link) this one file into wp-content/mu-plugins/. It needs no
- * activation and no settings; its two tables are created on first use.
+ * activation and no settings; its three tables (publications, briefs, retractions) are created
+ * on first use, and a newer version adds its own to a site's existing ones.
  *
  * WHY. Core WordPress has no idempotency keys (a repeated POST /wp/v2/posts makes a second post,
  * Idempotency-Key is ignored), no conditional update and no atomic create. Galley retries every
@@ -72,14 +73,20 @@
  *                                            201 first application, 200 replay; the receipt is
  *                                            {"id","operation_key","brief_id","revision","payload_hash","permalink","post_id"}
  *                                            optional "republish": true (see REPUBLISH below)
- *  GET  /galley/v1/publications?operation_key=K   200 receipt + "live" (below), or 404 {"error":"not_found"}
- *  GET  /galley/v1/publications/{id}         200 receipt + "live" + "payload" (as stored) + "post" {"title","content","status"} (raw, as the post holds them now)
+ *  GET  /galley/v1/publications?operation_key=K   200 receipt + "live" (below) + "retracted", "retracted_at"
+ *                                            (RETRACTION below), or 404 {"error":"not_found"}
+ *  GET  /galley/v1/publications/{id}         200 receipt + "live" + "retracted", "retracted_at" + "payload" (as stored)
+ *                                            + "post" {"title","content","status"} (raw, as the post holds them now)
+ *  POST /galley/v1/publications/{id}/retraction   body {"operation_key","brief_id","revision","reason"},
+ *                                            header Idempotency-Key = operation_key (the retraction key)
+ *                                            201 first application, 200 replay; the receipt is
+ *                                            {"id","operation_key","revision","retracted":true,"retracted_at"}
  *  GET  /galley/v1/briefs/{brief_id}         200 {"brief_id","post_id","revision","permalink"}, or 404
  *                                            (WordPress decodes a pretty REST path only partly: a brief id
  *                                            with "%" in it is looked up as ?rest_route=/galley/v1/briefs/<id>)
- *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"3","fence":true,"user":<login>}
+ *  GET  /galley/v1/status                    200 {"plugin":"galley-publishing","version":"4","fence":true,"user":<login>}
  *                                            (version 2: "live" on lookups and read-backs, "republish";
- *                                            version 3: structured stories, "rendered")
+ *                                            version 3: structured stories, "rendered"; version 4: retraction)
  * Errors on these routes are {"error": <kind>, "detail": <text>}.
  *
  * LIVE CONTENT (drift). The receipt's payload_hash is what Galley sent; "live" is what the brief's
@@ -106,6 +113,30 @@
  * writes that same content over the post again and can never introduce other content or an older
  * revision (409 stale_revision otherwise). Its key is reserved and replayed like any other.
  *
+ * RETRACTION. POST /publications/{id}/retraction takes the brief's article down: its one post
+ * leaves publication, to DRAFT, in one transaction with the retraction key's row (a UNIQUE column
+ * of the retractions table, reserved under the brief's row lock like a publication's key).
+ * Draft, not trash: WordPress empties its trash after EMPTY_TRASH_DAYS and trashing renames the
+ * post's slug, while a draft keeps the post, its meta and its address for the newer revision
+ * that may bring the brief back (and for the newsroom's record). Only the status changes; the
+ * text stays byte for byte. A post already out of publication (a draft, or trashed at the site)
+ * stays as it is; prior_status in the row says what it was.
+ *  - id is a publication of the brief named in the body (404 unknown id, 400 another brief's).
+ *  - The request is known by its hash: the sha256 of the canonical JSON (rule 5) of
+ *    {"brief_id","publication_id","reason","revision"} (publication_id the id of the path, as a
+ *    string). The same key with the same hash answers 200 with the first receipt; with another
+ *    hash 422 {"error":"idempotency_mismatch"}, changing nothing. A duplicate that arrives while
+ *    its key is being applied waits for it and answers 200 (no 409 in_progress, as for publishes).
+ *  - The fence: a revision below the one the brief holds answers 409 stale_revision naming it
+ *    (Galley decides about that newer revision); nothing is reserved. A revision above it (one
+ *    the site never got) raises the brief's fence to it, so a late publish of it is refused.
+ *  - Afterwards every publication row of the brief reports "retracted": true and "retracted_at"
+ *    (ISO 8601 UTC, that of the brief's first retraction of the revision it holds); a reader asking
+ *    for the post's address (its pretty permalink, which the read-back keeps reporting, or
+ *    ?p=<id>) gets 410 Gone, never WordPress's redirect to a published post of a similar name.
+ *    The fence refuses a publish of a revision not above the retracted one, and a republish of
+ *    it; a newer revision publishes the same post again, at the same address ("retracted": false).
+ *
  * LIMITS. A persistent object cache may briefly keep entries written by a transaction that was
  * rolled back; the plugin evicts the touched post's entries and the options cache after a
  * rollback. If the database connection drops mid-transaction, WordPress reconnects silently in
@@ -115,7 +146,9 @@
  *
  * TEST FAULTS. Only when the constant GALLEY_PUBLISHING_TEST_FAULTS is defined as true (a test
  * harness's wp-config.php, never a real site): a payload title of exactly
- * "__galley_test_fail_after_insert__" throws right after the post is written, to prove the rollback.
+ * "__galley_test_fail_after_insert__" throws right after the post is written, and a retraction
+ * reason of exactly "__galley_test_fail_before_commit__" right before the retraction commits (post
+ * taken down, key row written), to prove the rollback.
  */
 
 defined( 'ABSPATH' ) || exit;
@@ -124,7 +157,7 @@ if ( defined( 'GALLEY_PUBLISHING_VERSION' ) ) {
 	return; // Loaded twice (mu-plugins and plugins): the first copy serves.
 }
 
-define( 'GALLEY_PUBLISHING_VERSION', '3' );
+define( 'GALLEY_PUBLISHING_VERSION', '4' );
 
 /** A transient conflict (deadlock, duplicate-key race): the whole transaction may be tried again. */
 class Galley_Publishing_Retry extends RuntimeException {
@@ -147,9 +180,10 @@ class Galley_Publishing_Refusal extends RuntimeException {
 
 final class Galley_Publishing {
 	const REST_NAMESPACE   = 'galley/v1';
-	const SCHEMA_VERSION   = '1';
+	const SCHEMA_VERSION   = '2'; // 2: the retractions table
 	const SCHEMA_OPTION    = 'galley_publishing_schema';
 	const TEST_FAIL_TITLE  = '__galley_test_fail_after_insert__';
+	const TEST_FAIL_REASON = '__galley_test_fail_before_commit__';
 	const MAX_KEY_CHARS    = 255;
 	const MAX_TITLE_BYTES  = 65535; // wp_posts.post_title is TEXT
 	const MAX_REVISION     = 2147483647;
@@ -173,6 +207,7 @@ final class Galley_Publishing {
 		add_filter( 'rest_request_before_callbacks', array( __CLASS__, 'anonymous_is_401' ), 10, 3 );
 		add_filter( 'rest_post_dispatch', array( __CLASS__, 'shape_errors' ), 10, 3 );
 		add_filter( 'the_content', array( __CLASS__, 'show_byline' ) );
+		add_action( 'wp', array( __CLASS__, 'gone_when_retracted' ) );
 	}
 
 	/** The byline above a Galley post's text, for readers (STORY above); escaped: it is text. */
@@ -231,6 +266,15 @@ final class Galley_Publishing {
 			array(
 				'methods'             => 'GET',
 				'callback'            => array( __CLASS__, 'read_back' ),
+				'permission_callback' => $permission,
+			)
+		);
+		register_rest_route(
+			self::REST_NAMESPACE,
+			'/publications/(?P<id>[^/]+)/retraction',
+			array(
+				'methods'             => 'POST',
+				'callback'            => array( __CLASS__, 'retract' ),
 				'permission_callback' => $permission,
 			)
 		);
@@ -316,6 +360,11 @@ final class Galley_Publishing {
 		return $wpdb->prefix . 'galley_briefs';
 	}
 
+	private static function retractions_table() {
+		global $wpdb;
+		return $wpdb->prefix . 'galley_retractions';
+	}
+
 	/** A binary collation that also compares trailing spaces: keys are equal only when their bytes are. */
 	private static function key_collation() {
 		global $wpdb;
@@ -342,6 +391,7 @@ final class Galley_Publishing {
 		$charset     = 'DEFAULT CHARACTER SET utf8mb4';
 		$publications = self::publications_table();
 		$briefs      = self::briefs_table();
+		$retractions = self::retractions_table();
 		$statements  = array(
 			"CREATE TABLE IF NOT EXISTS {$publications} (
 				id bigint(20) unsigned NOT NULL AUTO_INCREMENT,
@@ -361,6 +411,22 @@ final class Galley_Publishing {
 				post_id bigint(20) unsigned NULL,
 				revision int(10) unsigned NOT NULL DEFAULT 0,
 				PRIMARY KEY  (brief_id)
+			) ENGINE=InnoDB {$charset}",
+			// One row per retraction key, written in the transaction that takes the post down.
+			"CREATE TABLE IF NOT EXISTS {$retractions} (
+				id bigint(20) unsigned NOT NULL AUTO_INCREMENT,
+				operation_key varchar(255) {$key} NOT NULL,
+				request_hash char(64) {$key} NOT NULL,
+				publication_id bigint(20) unsigned NOT NULL,
+				brief_id varchar(255) {$key} NOT NULL,
+				revision int(10) unsigned NOT NULL,
+				reason longtext CHARACTER SET utf8mb4 NOT NULL,
+				post_id bigint(20) unsigned NULL,
+				prior_status varchar(20) CHARACTER SET utf8mb4 NOT NULL,
+				retracted_gmt datetime NOT NULL,
+				PRIMARY KEY  (id),
+				UNIQUE KEY operation_key (operation_key),
+				KEY brief_revision (brief_id, revision)
 			) ENGINE=InnoDB {$charset}",
 		);
 		foreach ( $statements as $sql ) {
@@ -390,16 +456,48 @@ final class Galley_Publishing {
 	}
 
 	private static function receipt( $row ) {
-		$permalink = get_permalink( (int) $row->post_id );
 		return array(
 			'id'            => (string) $row->id,
 			'operation_key' => (string) $row->operation_key,
 			'brief_id'      => (string) $row->brief_id,
 			'revision'      => (int) $row->revision,
 			'payload_hash'  => (string) $row->payload_hash,
-			'permalink'     => $permalink ? $permalink : '',
+			'permalink'     => self::permalink( (int) $row->post_id ),
 			'post_id'       => (int) $row->post_id,
 		);
+	}
+
+	/**
+	 * The post's permalink. A draft's is the address it is published at, not WordPress's ?p=<id>
+	 * for drafts: a retracted post keeps its address (it answers 410 Gone there, RETRACTION), and a
+	 * newer revision brings it back at that same address.
+	 */
+	private static function permalink( $post_id ) {
+		$post = get_post( $post_id );
+		if ( ! $post ) {
+			return '';
+		}
+		if ( 'draft' === $post->post_status && '' !== (string) $post->post_name ) {
+			$post              = clone $post;
+			$post->post_status = 'publish';
+		}
+		$permalink = get_permalink( $post );
+		return $permalink ? $permalink : '';
+	}
+
+	/** The answer to a retraction, first time and replay alike (RETRACTION). */
+	private static function retraction_receipt( $row ) {
+		return array(
+			'id'            => (string) $row->publication_id,
+			'operation_key' => (string) $row->operation_key,
+			'revision'      => (int) $row->revision,
+			'retracted'     => true,
+			'retracted_at'  => self::iso_time( $row->retracted_gmt ),
+		);
+	}
+
+	private static function iso_time( $gmt ) {
+		return str_replace( ' ', 'T', (string) $gmt ) . 'Z';
 	}
 
 	// --- validation --------------------------------------------------------------------------
@@ -415,15 +513,17 @@ final class Galley_Publishing {
 		return is_string( $value ) && '' !== $value && mb_strlen( $value, 'UTF-8' ) <= self::MAX_KEY_CHARS;
 	}
 
-	/** The request body as a checked array, or a 400 response. */
-	private static function parse_publication( WP_REST_Request $request ) {
+	/**
+	 * The body's fields when it is a JSON object with none but the expected ones and a valid
+	 * operation_key, brief_id and revision, which every write names; or a 400 response.
+	 */
+	private static function write_fields( WP_REST_Request $request, array $expected ) {
 		$body = json_decode( (string) $request->get_body(), false, 64, JSON_BIGINT_AS_STRING );
 		if ( ! ( $body instanceof stdClass ) ) {
 			return self::invalid( 'The body must be a JSON object (' . json_last_error_msg() . ').' );
 		}
-		$fields   = get_object_vars( $body );
-		$expected = array( 'operation_key', 'brief_id', 'revision', 'payload_hash', 'payload', 'rendered', 'republish' );
-		$unknown  = array_diff( array_keys( $fields ), $expected );
+		$fields  = get_object_vars( $body );
+		$unknown = array_diff( array_keys( $fields ), $expected );
 		if ( $unknown ) {
 			return self::invalid( 'Unknown fields: ' . implode( ', ', $unknown ) . '.' );
 		}
@@ -436,6 +536,28 @@ final class Galley_Publishing {
 		if ( ! is_int( $revision ) || $revision < 1 || $revision > self::MAX_REVISION ) {
 			return self::invalid( 'revision must be an integer from 1 to ' . self::MAX_REVISION . '.' );
 		}
+		return $fields;
+	}
+
+	/** A 400 response unless the Idempotency-Key header is the body's operation_key; else null. */
+	private static function key_header_refusal( WP_REST_Request $request, array $fields ) {
+		$key = $request->get_header( 'Idempotency-Key' );
+		if ( null === $key || '' === $key ) {
+			return self::invalid( 'The Idempotency-Key header is required.' );
+		}
+		if ( $key !== $fields['operation_key'] ) {
+			return self::invalid( 'The Idempotency-Key header must equal operation_key.' );
+		}
+		return null;
+	}
+
+	/** The request body as a checked array, or a 400 response. */
+	private static function parse_publication( WP_REST_Request $request ) {
+		$fields = self::write_fields( $request, array( 'operation_key', 'brief_id', 'revision', 'payload_hash', 'payload', 'rendered', 'republish' ) );
+		if ( $fields instanceof WP_REST_Response ) {
+			return $fields;
+		}
+		$revision = $fields['revision'];
 		$hash = isset( $fields['payload_hash'] ) ? $fields['payload_hash'] : null;
 		if ( ! is_string( $hash ) || ! preg_match( '/\A[0-9a-f]{64}\z/', $hash ) ) {
 			return self::invalid( 'payload_hash must be 64 lowercase hex characters (sha256).' );
@@ -486,12 +608,9 @@ final class Galley_Publishing {
 		if ( ! is_bool( $republish ) ) {
 			return self::invalid( 'republish must be true or false.' );
 		}
-		$key = $request->get_header( 'Idempotency-Key' );
-		if ( null === $key || '' === $key ) {
-			return self::invalid( 'The Idempotency-Key header is required.' );
-		}
-		if ( $key !== $fields['operation_key'] ) {
-			return self::invalid( 'The Idempotency-Key header must equal operation_key.' );
+		$refusal = self::key_header_refusal( $request, $fields );
+		if ( $refusal ) {
+			return $refusal;
 		}
 		$actual = self::payload_hash( $payload );
 		if ( $actual !== $hash ) {
@@ -532,9 +651,21 @@ final class Galley_Publishing {
 		} catch ( Throwable $error ) {
 			return self::internal( $error );
 		}
+		return self::with_retries(
+			function () use ( $publication ) {
+				return self::apply( $publication );
+			}
+		);
+	}
+
+	/**
+	 * Run one write transaction (a callable answering a response), again after a transient conflict
+	 * (deadlock, duplicate-key race), at most MAX_ATTEMPTS times; every failure becomes its answer.
+	 */
+	private static function with_retries( callable $write ) {
 		for ( $attempt = 1; ; $attempt++ ) {
 			try {
-				return self::apply( $publication );
+				return $write();
 			} catch ( Galley_Publishing_Refusal $refusal ) {
 				return $refusal->response;
 			} catch ( Galley_Publishing_Retry $retry ) {
@@ -560,94 +691,98 @@ final class Galley_Publishing {
 			500,
 			array(
 				'error'  => 'internal',
-				'detail' => 'The publication failed and was rolled back: ' . $error->getMessage(),
+				'detail' => 'The write failed and was rolled back: ' . $error->getMessage(),
 			)
 		);
 	}
 
-	/** One transaction: 201 with the receipt, 200 replay, or a refusal (thrown) after a rollback. */
-	private static function apply( array $p ) {
-		global $wpdb, $EZSQL_ERROR;
-		$publications = self::publications_table();
-		$briefs       = self::briefs_table();
-		$dbh          = $wpdb->dbh;
+	/**
+	 * One keyed write in one transaction (rules 1 and 4), for publications and retractions alike:
+	 * the brief's row locked, so every write for the brief, hence every duplicate of a key, queues
+	 * behind it; then the key, which under that lock shows a committed winner (READ COMMITTED):
+	 * $replay($existing) answers it (200, or throws a 422 refusal); otherwise
+	 * $apply($brief, &$touched_post) writes and answers 201, or throws. A new connection before our
+	 * rows means WordPress reconnected mid-transaction: $apply checks same_connection($dbh).
+	 * Everything rolls back on a throw; refusals thrown after a rollback are answers.
+	 */
+	private static function keyed_write( $table, $brief_id, $key, callable $replay, callable $apply ) {
+		global $wpdb;
 		$touched_post = 0;
-
-		// Autocommit off as well as START TRANSACTION: should InnoDB roll the transaction back on
-		// its own (a deadlock inside wp_insert_post that WordPress ignores), later statements still
-		// wait for our COMMIT or ROLLBACK instead of committing one by one.
-		$wpdb->query( $wpdb->prepare( 'SET SESSION innodb_lock_wait_timeout = %d', self::LOCK_WAIT_SECONDS ) );
-		self::sql( 'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED' );
-		self::sql( 'SET autocommit = 0' );
-		$errors_before = is_array( $EZSQL_ERROR ) ? count( $EZSQL_ERROR ) : 0;
 		try {
-			self::sql( 'START TRANSACTION' );
-
-			// 1. The brief row, created if absent, locked exclusively (INSERT ... ON DUPLICATE KEY
-			//    UPDATE takes an X lock even on a duplicate): every request for this brief, hence
-			//    every duplicate of this key, queues here until the holder commits or rolls back.
-			self::sql( $wpdb->prepare( "INSERT INTO {$briefs} (brief_id, post_id, revision) VALUES (%s, NULL, 0) ON DUPLICATE KEY UPDATE brief_id = brief_id", $p['brief_id'] ) );
-			$brief = self::row( $wpdb->prepare( "SELECT brief_id, post_id, revision FROM {$briefs} WHERE brief_id = %s FOR UPDATE", $p['brief_id'] ) );
-			if ( ! $brief ) {
-				throw new RuntimeException( 'The brief row vanished inside its own transaction.' );
-			}
-
-			// 2. The key. Under the brief's lock a committed winner is visible (READ COMMITTED).
-			$existing = self::row( $wpdb->prepare( "SELECT * FROM {$publications} WHERE operation_key = %s FOR UPDATE", $p['operation_key'] ) );
+			$dbh           = $wpdb->dbh;
+			$errors_before = self::begin();
+			$brief         = self::lock_brief( $brief_id );
+			$existing      = self::row( $wpdb->prepare( "SELECT * FROM {$table} WHERE operation_key = %s FOR UPDATE", $key ) );
 			if ( $existing ) {
 				self::rollback( 0 );
-				$same = (string) $existing->operation_key === $p['operation_key']
-					&& (string) $existing->payload_hash === $p['payload_hash']
-					&& (string) $existing->brief_id === $p['brief_id']
-					&& (int) $existing->revision === $p['revision'];
-				if ( $same ) {
-					return self::answer( 200, self::receipt( $existing ) );
-				}
-				throw new Galley_Publishing_Refusal(
-					self::answer(
-						422,
-						array(
-							'error'  => 'idempotency_mismatch',
-							'detail' => sprintf(
-								'This operation key was applied to brief %s revision %d with payload hash %s.',
-								$existing->brief_id,
-								(int) $existing->revision,
-								$existing->payload_hash
-							),
-						)
-					)
-				);
+				return $replay( $existing );
 			}
+			$response = $apply( $brief, $touched_post, $dbh );
+			self::commit( $dbh, $errors_before );
+			return $response;
+		} catch ( Throwable $error ) {
+			self::rollback( $touched_post );
+			throw $error;
+		}
+	}
 
-			// 3. The fence: never an older (or the same) revision over a newer one. A republish
-			//    restores the current revision with the hash it was published with, nothing else.
-			$current = (int) $brief->revision;
+	/** The answer to a key applied to another request: 422, nothing changed (rule 1). */
+	private static function mismatch( $detail ) {
+		return new Galley_Publishing_Refusal( self::answer( 422, array( 'error' => 'idempotency_mismatch', 'detail' => $detail ) ) );
+	}
+
+	/** Run a prepared INSERT into $table; the row it inserted. */
+	private static function inserted_row( $table, $insert ) {
+		global $wpdb;
+		if ( false === $wpdb->query( $insert ) ) {
+			throw self::db_error();
+		}
+		$id  = (int) $wpdb->insert_id;
+		$row = self::row( $wpdb->prepare( "SELECT * FROM {$table} WHERE id = %d", $id ) );
+		if ( ! $row ) {
+			throw new RuntimeException( "Row {$id} of {$table} is missing right after its insert." );
+		}
+		return $row;
+	}
+
+	/** A publication (keyed_write): 201 with the receipt, 200 replay, or a refusal. */
+	private static function apply( array $p ) {
+		$replay = function ( $existing ) use ( $p ) {
+			$same = (string) $existing->operation_key === $p['operation_key']
+				&& (string) $existing->payload_hash === $p['payload_hash']
+				&& (string) $existing->brief_id === $p['brief_id']
+				&& (int) $existing->revision === $p['revision'];
+			if ( $same ) {
+				return self::answer( 200, self::receipt( $existing ) );
+			}
+			throw self::mismatch( sprintf( 'This operation key was applied to brief %s revision %d with payload hash %s.', $existing->brief_id, (int) $existing->revision, $existing->payload_hash ) );
+		};
+		$write = function ( $brief, &$touched_post, $dbh ) use ( $p ) {
+			global $wpdb;
+			$publications = self::publications_table();
+
+			// The fence: never an older (or the same) revision over a newer one. A republish
+			// restores the current revision with the hash it was published with, nothing else, and
+			// never a retracted one (RETRACTION: only a newer revision brings a brief back).
+			$current  = (int) $brief->revision;
 			$restores = $p['republish'] && $p['revision'] === $current
-				&& $p['payload_hash'] === (string) $wpdb->get_var( $wpdb->prepare( "SELECT payload_hash FROM {$publications} WHERE brief_id = %s AND revision = %d ORDER BY id LIMIT 1", $p['brief_id'], $current ) );
+				&& $p['payload_hash'] === (string) $wpdb->get_var( $wpdb->prepare( "SELECT payload_hash FROM {$publications} WHERE brief_id = %s AND revision = %d ORDER BY id LIMIT 1", $p['brief_id'], $current ) )
+				&& ! self::retraction_of( $p['brief_id'] );
 			if ( $p['republish'] ? ! $restores : $p['revision'] <= $current ) {
-				self::rollback( 0 );
-				throw new Galley_Publishing_Refusal(
-					self::answer(
-						409,
-						array(
-							'error'            => 'stale_revision',
-							'current_revision' => $current,
-							'detail'           => "Brief {$p['brief_id']} already holds revision {$current}.",
-						)
-					)
-				);
+				throw self::stale( $p['brief_id'], $current );
 			}
 
-			// 4. The post: created for the brief's first publication, updated (same post, same slug) after.
+			// The post: created for the brief's first publication, updated (same post, same slug) after.
 			$post_id      = self::write_post( $p, $brief->post_id ? (int) $brief->post_id : 0 );
 			$touched_post = $post_id;
 			if ( self::TEST_FAIL_TITLE === $p['payload']['title'] && defined( 'GALLEY_PUBLISHING_TEST_FAULTS' ) && true === GALLEY_PUBLISHING_TEST_FAULTS ) {
 				throw new RuntimeException( 'Test fault: failing after the post insert.' );
 			}
 
-			// 5. Our rows. A new connection here means WordPress reconnected mid-transaction.
+			// Our rows.
 			self::same_connection( $dbh );
-			$inserted = $wpdb->query(
+			$row = self::inserted_row(
+				$publications,
 				$wpdb->prepare(
 					"INSERT INTO {$publications} (operation_key, brief_id, revision, payload_hash, payload, post_id, created_gmt) VALUES (%s, %s, %d, %s, %s, %d, %s)",
 					$p['operation_key'],
@@ -659,30 +794,189 @@ final class Galley_Publishing {
 					gmdate( 'Y-m-d H:i:s' )
 				)
 			);
-			if ( false === $inserted ) {
-				throw self::db_error();
+			self::sql( $wpdb->prepare( 'UPDATE ' . self::briefs_table() . ' SET post_id = %d, revision = %d WHERE brief_id = %s', $post_id, $p['revision'], $p['brief_id'] ) );
+			return self::answer( 201, self::receipt( $row ) );
+		};
+		return self::keyed_write( self::publications_table(), $p['brief_id'], $p['operation_key'], $replay, $write );
+	}
+
+	// --- POST /publications/{id}/retraction -------------------------------------------------------
+
+	/** The retraction body as a checked array (with its request_hash), or a 400 response. */
+	private static function parse_retraction( WP_REST_Request $request, $publication_id ) {
+		$fields = self::write_fields( $request, array( 'operation_key', 'brief_id', 'revision', 'reason' ) );
+		if ( $fields instanceof WP_REST_Response ) {
+			return $fields;
+		}
+		if ( ! isset( $fields['reason'] ) || ! is_string( $fields['reason'] ) || '' === trim( $fields['reason'] ) ) {
+			return self::invalid( 'reason must be a non-empty string.' );
+		}
+		$refusal = self::key_header_refusal( $request, $fields );
+		if ( $refusal ) {
+			return $refusal;
+		}
+		$request_hash = self::payload_hash(
+			array(
+				'brief_id'       => $fields['brief_id'],
+				'publication_id' => $publication_id,
+				'reason'         => $fields['reason'],
+				'revision'       => $fields['revision'],
+			)
+		);
+		return array(
+			'operation_key'  => $fields['operation_key'],
+			'brief_id'       => $fields['brief_id'],
+			'revision'       => $fields['revision'],
+			'reason'         => $fields['reason'],
+			'publication_id' => $publication_id,
+			'request_hash'   => $request_hash,
+		);
+	}
+
+	public static function retract( WP_REST_Request $request ) {
+		global $wpdb;
+		$id = (string) $request->get_param( 'id' );
+		$r  = self::parse_retraction( $request, $id );
+		if ( $r instanceof WP_REST_Response ) {
+			return $r;
+		}
+		$failed = self::ready();
+		if ( $failed ) {
+			return $failed;
+		}
+		// Publication rows are never updated or deleted: this read needs no lock.
+		$table       = self::publications_table();
+		$publication = preg_match( '/\A[1-9][0-9]{0,18}\z/', $id ) ? $wpdb->get_row( $wpdb->prepare( "SELECT * FROM {$table} WHERE id = %s", $id ) ) : null;
+		if ( ! $publication ) {
+			return self::not_found( 'No publication has this id.' );
+		}
+		if ( (string) $publication->brief_id !== $r['brief_id'] ) {
+			return self::invalid( "Publication {$id} is of another brief than {$r['brief_id']}." );
+		}
+		return self::with_retries(
+			function () use ( $r ) {
+				return self::apply_retraction( $r );
 			}
-			$publication_id = (int) $wpdb->insert_id;
-			self::sql( $wpdb->prepare( "UPDATE {$briefs} SET post_id = %d, revision = %d WHERE brief_id = %s", $post_id, $p['revision'], $p['brief_id'] ) );
-			$row = self::row( $wpdb->prepare( "SELECT * FROM {$publications} WHERE id = %d", $publication_id ) );
-			if ( ! $row ) {
-				throw new RuntimeException( "Publication {$publication_id} is missing right after its insert." );
+		);
+	}
+
+	/** A retraction (keyed_write, RETRACTION): 201 with the receipt, 200 replay, or a refusal. */
+	private static function apply_retraction( array $r ) {
+		$replay = function ( $existing ) use ( $r ) {
+			if ( (string) $existing->operation_key === $r['operation_key'] && (string) $existing->request_hash === $r['request_hash'] ) {
+				return self::answer( 200, self::retraction_receipt( $existing ) );
+			}
+			throw self::mismatch( sprintf( 'This retraction key was applied to publication %s of brief %s, revision %d, with request hash %s.', $existing->publication_id, $existing->brief_id, (int) $existing->revision, $existing->request_hash ) );
+		};
+		$write = function ( $brief, &$touched_post, $dbh ) use ( $r ) {
+			global $wpdb;
+			$retractions = self::retractions_table();
+
+			// The fence: a newer revision than the one named is Galley's to decide about.
+			$current = (int) $brief->revision;
+			if ( $r['revision'] < $current ) {
+				throw self::stale( $r['brief_id'], $current );
 			}
 
-			// 6. Nothing may have failed on the way, not even an error WordPress swallowed.
-			$errors_now = is_array( $EZSQL_ERROR ) ? count( $EZSQL_ERROR ) : 0;
-			if ( $errors_now !== $errors_before ) {
-				$last = $EZSQL_ERROR[ $errors_now - 1 ];
-				throw new RuntimeException( 'A database error occurred during the publication: ' . $last['error_str'] );
-			}
+			// The brief's one post leaves publication.
+			$post_id      = $brief->post_id ? (int) $brief->post_id : 0;
+			$prior_status = self::take_down( $post_id );
+			$touched_post = $post_id;
+
+			// Our rows. The fence rises to the retracted revision when the site held an older one,
+			// so that a late publish of the retracted revision never brings it up.
 			self::same_connection( $dbh );
-			self::sql( 'COMMIT' );
-			self::sql( 'SET autocommit = 1' );
-			return self::answer( 201, self::receipt( $row ) );
-		} catch ( Throwable $error ) {
-			self::rollback( $touched_post );
-			throw $error;
+			$row = self::inserted_row(
+				$retractions,
+				$wpdb->prepare(
+					"INSERT INTO {$retractions} (operation_key, request_hash, publication_id, brief_id, revision, reason, post_id, prior_status, retracted_gmt) VALUES (%s, %s, %s, %s, %d, %s, %d, %s, %s)",
+					$r['operation_key'],
+					$r['request_hash'],
+					$r['publication_id'],
+					$r['brief_id'],
+					$r['revision'],
+					$r['reason'],
+					$post_id,
+					$prior_status,
+					gmdate( 'Y-m-d H:i:s' )
+				)
+			);
+			if ( $r['revision'] > $current ) {
+				self::sql( $wpdb->prepare( 'UPDATE ' . self::briefs_table() . ' SET revision = %d WHERE brief_id = %s', $r['revision'], $r['brief_id'] ) );
+			}
+			if ( self::TEST_FAIL_REASON === $r['reason'] && defined( 'GALLEY_PUBLISHING_TEST_FAULTS' ) && true === GALLEY_PUBLISHING_TEST_FAULTS ) {
+				throw new RuntimeException( 'Test fault: failing before the retraction commits.' );
+			}
+			return self::answer( 201, self::retraction_receipt( $row ) );
+		};
+		return self::keyed_write( self::retractions_table(), $r['brief_id'], $r['operation_key'], $replay, $write );
+	}
+
+	/**
+	 * Move the post out of publication, to draft; its status before. A post already out of it
+	 * (a draft, or trashed at the site) stays as it is, and a post deleted at the site leaves
+	 * nothing to do (''). Only the status changes: the text stays byte for byte (rule 6).
+	 */
+	private static function take_down( $post_id ) {
+		$post = $post_id ? get_post( $post_id ) : null;
+		if ( ! $post || 'post' !== $post->post_type ) {
+			return '';
 		}
+		$prior = (string) $post->post_status;
+		if ( in_array( $prior, array( 'draft', 'trash' ), true ) ) {
+			return $prior;
+		}
+		if ( ! current_user_can( 'edit_post', $post->ID ) ) {
+			throw new Galley_Publishing_Refusal(
+				self::answer( 403, array( 'error' => 'forbidden', 'detail' => "This user may not edit post {$post->ID}, the post of this brief." ) )
+			);
+		}
+		$result = wp_update_post(
+			array(
+				'ID'          => $post->ID,
+				'post_status' => 'draft',
+			),
+			true
+		);
+		if ( is_wp_error( $result ) || (int) $result !== (int) $post->ID ) {
+			throw new RuntimeException( 'WordPress could not take the post down: ' . ( is_wp_error( $result ) ? $result->get_error_message() : 'no post' ) );
+		}
+		self::keep_exact_text( $post->ID, $post->post_title, $post->post_content, $post->post_excerpt );
+		return $prior;
+	}
+
+	/**
+	 * The retraction that holds the brief down now, or null: the first one of the revision the
+	 * brief holds (a newer revision published since brings the brief back).
+	 */
+	private static function retraction_of( $brief_id ) {
+		global $wpdb;
+		$retractions = self::retractions_table();
+		$briefs      = self::briefs_table();
+		return self::row( $wpdb->prepare( "SELECT r.* FROM {$retractions} r JOIN {$briefs} b ON b.brief_id = r.brief_id WHERE r.brief_id = %s AND r.revision >= b.revision ORDER BY r.id LIMIT 1", $brief_id ) );
+	}
+
+	/**
+	 * A reader asking for a retracted post's address gets 410 Gone, not WordPress's 404 (which a
+	 * draft gets anyway) nor a redirect to a published post of a similar name.
+	 */
+	public static function gone_when_retracted() {
+		global $wpdb;
+		if ( ! is_404() ) {
+			return;
+		}
+		$name = (string) get_query_var( 'name' );
+		$id   = (int) get_query_var( 'p' );
+		if ( '' === $name && 0 === $id ) {
+			return;
+		}
+		$which    = '' !== $name ? $wpdb->prepare( 'p.post_name = %s', $name ) : $wpdb->prepare( 'p.ID = %d', $id );
+		$brief_id = $wpdb->get_var( "SELECT m.meta_value FROM {$wpdb->posts} p JOIN {$wpdb->postmeta} m ON m.post_id = p.ID AND m.meta_key = 'galley_brief_id' WHERE {$which} AND p.post_type = 'post' AND p.post_status = 'draft' ORDER BY p.ID LIMIT 1" );
+		if ( null === $brief_id || self::ready() || ! self::retraction_of( (string) $brief_id ) ) {
+			return;
+		}
+		status_header( 410 );
+		add_filter( 'do_redirect_guess_404_permalink', '__return_false' );
 	}
 
 	private static function canonical_payload( array $payload ) {
@@ -726,21 +1020,7 @@ final class Galley_Publishing {
 			throw new RuntimeException( 'WordPress wrote no post.' );
 		}
 
-		// The save filters (title trim, entity conversion) may have changed the text; an
-		// unfiltered_html user publishes exactly what was approved.
-		$stored = self::row( $wpdb->prepare( "SELECT post_title, post_content, post_excerpt FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
-		if ( ! $stored ) {
-			throw new RuntimeException( "Post {$post_id} is missing right after it was written." );
-		}
-		$exact = 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_title' )
-			&& 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_content' )
-			&& 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_excerpt' );
-		$changed = $stored->post_title !== $title || $stored->post_content !== $body || $stored->post_excerpt !== $excerpt;
-		if ( $changed && $exact && current_user_can( 'unfiltered_html' ) ) {
-			self::sql( $wpdb->prepare( "UPDATE {$wpdb->posts} SET post_title = %s, post_content = %s, post_excerpt = %s WHERE ID = %d", $title, $body, $excerpt, $post_id ) );
-			clean_post_cache( $post_id );
-			$stored = self::row( $wpdb->prepare( "SELECT post_title, post_content, post_excerpt FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
-		}
+		$stored = self::keep_exact_text( $post_id, $title, $body, $excerpt );
 		self::write_story_terms( $p, $post_id );
 
 		$meta = array(
@@ -757,6 +1037,29 @@ final class Galley_Publishing {
 			}
 		}
 		return $post_id;
+	}
+
+	/**
+	 * The post's title, content and excerpt as stored, made exactly these bytes again where the
+	 * save filters (title trim, entity conversion) changed them: an unfiltered_html user's post
+	 * holds exactly what was approved (rule 6).
+	 */
+	private static function keep_exact_text( $post_id, $title, $content, $excerpt ) {
+		global $wpdb;
+		$stored = self::row( $wpdb->prepare( "SELECT post_title, post_content, post_excerpt FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
+		if ( ! $stored ) {
+			throw new RuntimeException( "Post {$post_id} is missing right after it was written." );
+		}
+		$exact   = 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_title' )
+			&& 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_content' )
+			&& 'utf8mb4' === $wpdb->get_col_charset( $wpdb->posts, 'post_excerpt' );
+		$changed = $stored->post_title !== $title || $stored->post_content !== $content || $stored->post_excerpt !== $excerpt;
+		if ( $changed && $exact && current_user_can( 'unfiltered_html' ) ) {
+			self::sql( $wpdb->prepare( "UPDATE {$wpdb->posts} SET post_title = %s, post_content = %s, post_excerpt = %s WHERE ID = %d", $title, $content, $excerpt, $post_id ) );
+			clean_post_cache( $post_id );
+			$stored = self::row( $wpdb->prepare( "SELECT post_title, post_content, post_excerpt FROM {$wpdb->posts} WHERE ID = %d", $post_id ) );
+		}
+		return $stored;
 	}
 
 	/** The sha256 of a post's title, content and excerpt (LIVE CONTENT above). */
@@ -791,6 +1094,65 @@ final class Galley_Publishing {
 	}
 
 	// --- database helpers --------------------------------------------------------------------
+
+	/**
+	 * Open a write transaction; the count of database errors so far, for commit(). Autocommit off as
+	 * well as START TRANSACTION: should InnoDB roll the transaction back on its own (a deadlock
+	 * inside wp_insert_post that WordPress ignores), later statements still wait for our COMMIT or
+	 * ROLLBACK instead of committing one by one. The caller rolls back on any throw.
+	 */
+	private static function begin() {
+		global $wpdb, $EZSQL_ERROR;
+		$wpdb->query( $wpdb->prepare( 'SET SESSION innodb_lock_wait_timeout = %d', self::LOCK_WAIT_SECONDS ) );
+		self::sql( 'SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED' );
+		self::sql( 'SET autocommit = 0' );
+		$errors_before = is_array( $EZSQL_ERROR ) ? count( $EZSQL_ERROR ) : 0;
+		self::sql( 'START TRANSACTION' );
+		return $errors_before;
+	}
+
+	/** Commit, unless a database error occurred since begin() (even one WordPress swallowed) or the connection changed. */
+	private static function commit( $dbh, $errors_before ) {
+		global $EZSQL_ERROR;
+		$errors_now = is_array( $EZSQL_ERROR ) ? count( $EZSQL_ERROR ) : 0;
+		if ( $errors_now !== $errors_before ) {
+			$last = $EZSQL_ERROR[ $errors_now - 1 ];
+			throw new RuntimeException( 'A database error occurred during the write: ' . $last['error_str'] );
+		}
+		self::same_connection( $dbh );
+		self::sql( 'COMMIT' );
+		self::sql( 'SET autocommit = 1' );
+	}
+
+	/**
+	 * The brief's row, created if absent, locked exclusively (INSERT ... ON DUPLICATE KEY UPDATE
+	 * takes an X lock even on a duplicate): every write for this brief, hence every duplicate of a
+	 * key, publication or retraction, queues here until the holder commits or rolls back.
+	 */
+	private static function lock_brief( $brief_id ) {
+		global $wpdb;
+		$briefs = self::briefs_table();
+		self::sql( $wpdb->prepare( "INSERT INTO {$briefs} (brief_id, post_id, revision) VALUES (%s, NULL, 0) ON DUPLICATE KEY UPDATE brief_id = brief_id", $brief_id ) );
+		$brief = self::row( $wpdb->prepare( "SELECT brief_id, post_id, revision FROM {$briefs} WHERE brief_id = %s FOR UPDATE", $brief_id ) );
+		if ( ! $brief ) {
+			throw new RuntimeException( 'The brief row vanished inside its own transaction.' );
+		}
+		return $brief;
+	}
+
+	/** The fence's refusal (rule 3): the brief holds revision $current. */
+	private static function stale( $brief_id, $current ) {
+		return new Galley_Publishing_Refusal(
+			self::answer(
+				409,
+				array(
+					'error'            => 'stale_revision',
+					'current_revision' => $current,
+					'detail'           => "Brief {$brief_id} already holds revision {$current}.",
+				)
+			)
+		);
+	}
 
 	private static function sql( $sql ) {
 		global $wpdb;
@@ -872,9 +1234,20 @@ final class Galley_Publishing {
 		if ( ! $row || (string) $row->operation_key !== $key ) {
 			return self::not_found( 'No publication has this operation key.' );
 		}
-		$body         = self::receipt( $row );
-		$body['live'] = self::live( (int) $row->post_id );
-		return self::answer( 200, $body );
+		return self::answer( 200, self::observed( $row ) );
+	}
+
+	/**
+	 * A publication as the site holds it now: its receipt, the post's live content and whether
+	 * the brief is retracted (with when), which every publication row of the brief reports alike.
+	 */
+	private static function observed( $row ) {
+		$body                 = self::receipt( $row );
+		$body['live']         = self::live( (int) $row->post_id );
+		$retraction           = self::retraction_of( (string) $row->brief_id );
+		$body['retracted']    = null !== $retraction;
+		$body['retracted_at'] = $retraction ? self::iso_time( $retraction->retracted_gmt ) : null;
+		return $body;
 	}
 
 	public static function read_back( WP_REST_Request $request ) {
@@ -892,8 +1265,7 @@ final class Galley_Publishing {
 		if ( ! $row ) {
 			return self::not_found( 'No publication has this id.' );
 		}
-		$body            = self::receipt( $row );
-		$body['live']    = self::live( (int) $row->post_id );
+		$body            = self::observed( $row );
 		$body['payload'] = json_decode( $row->payload, true );
 		$post            = get_post( (int) $row->post_id );
 		$body['post']    = $post ? array(

@@ -87,6 +87,10 @@ def live(title: str, body: str, revision: int, *, excerpt: str = "", status: str
     }
 
 
+# What a look-up or read-back of a brief never retracted says about retraction (test_wordpress_retraction.py).
+NOT_RETRACTED = {"retracted": False, "retracted_at": None}
+
+
 def without_modified(body: dict[str, Any]) -> dict[str, Any]:
     """A lookup or read-back body with live.modified_gmt checked for form and left out."""
     reported = dict(body["live"])
@@ -457,7 +461,11 @@ def test_lookup_by_key__found_and_not_found(wordpress, api):
     no_key = api.get(PUBLICATIONS)
 
     assert found.status_code == 200, found.text
-    assert without_modified(found.json()) == {**receipt, "live": live("Looked up", "By its operation key.", 1)}
+    assert without_modified(found.json()) == {
+        **receipt,
+        "live": live("Looked up", "By its operation key.", 1),
+        **NOT_RETRACTED,
+    }
     for response in (missing, near_miss):
         assert response.status_code == 404, response.text
         assert response.json()["error"] == "not_found"
@@ -481,12 +489,14 @@ def test_done_means_observed__read_back_shows_stored_hash_and_current_post(wordp
         "live": live("Second title", "Second body.", 2),
         "payload": one["payload"],
         "post": {"title": "Second title", "content": "Second body.", "status": "publish"},
+        **NOT_RETRACTED,
     }
     assert without_modified(read_second.json()) == {
         **second,
         "live": live("Second title", "Second body.", 2),
         "payload": two["payload"],
         "post": {"title": "Second title", "content": "Second body.", "status": "publish"},
+        **NOT_RETRACTED,
     }
     for unknown in ("999999999", "pub-1", "0"):
         response = api.get(f"{PUBLICATIONS}/{unknown}")
@@ -508,11 +518,11 @@ def test_done_means_observed__permalink_serves_the_article(wordpress, api):
     assert body in text
 
 
-def test_status__reports_plugin_version_3(wordpress, api):
+def test_status__reports_plugin_version_4(wordpress, api):
     response = api.get("/wp-json/galley/v1/status")
 
     assert response.status_code == 200, response.text
-    assert response.json() == {"plugin": "galley-publishing", "version": "3", "fence": True, "user": wordpress.user}
+    assert response.json() == {"plugin": "galley-publishing", "version": "4", "fence": True, "user": wordpress.user}
 
 
 def test_drift__post_edited_in_wp_admin__live_hash_reports_the_edit_payload_hash_what_galley_sent(wordpress, api):
