@@ -25,7 +25,7 @@ from approvals.selectors import (
     list_assignable_approvers,
 )
 from approvals.sql import COMPLETE_POLICY_SQL
-from publishing.actions.channels import check_channel_set
+from publishing.actions.channels import check_channel_set, check_revision_channel_set
 from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import do_change_brief_status
 from publishing.actions.webhooks import do_emit_revision_approved
@@ -60,7 +60,8 @@ def check_decide_revision(
 ) -> tuple[Approval, bool]:
     """Record the approver's decision on revision `revision_number` as reviewed with `payload_hash`;
     an approval freezes the channels it publishes to: `channels` (slugs) when given, else the brief's
-    (publishing.actions.channels.check_channel_set; docs/invariants.md#i14).
+    (publishing.actions.channels.check_channel_set; docs/invariants.md#i14) — for a correction, every
+    channel holding the brief, and any the approver adds (check_revision_channel_set; #i16).
 
     Locks the brief's row first (docs/architecture.md#lock-order), so a decision and a new revision of the
     same brief are serialised: a decision can only land on the revision that is current when it
@@ -120,7 +121,8 @@ def check_decide_revision(
         )
     # An approval after the completing one is recorded (the approver agrees) and publishes nothing more.
     wanted = decision == Approval.Decision.APPROVED and completion is None
-    channel_set = check_channel_set(brief, channels) if wanted else []
+    # A correction goes to every channel holding the brief (docs/invariants.md#i16).
+    channel_set = check_revision_channel_set(brief, revision, channels) if wanted else []
     decided = do_decide_revision(
         revision,
         decision=decision,

@@ -1,0 +1,118 @@
+"""Corrections (docs/editorial.md#corrections): which channels hold a brief, so a correction reaches each of
+them (docs/invariants.md#i16), and the brief's corrections as its page and the API list them.
+
+A channel **holds** a brief once a revision of it was applied there: it has a Publication of it (applied,
+verified or still being read back). That is what a reader of that channel may be reading, so that is
+where a correction must go.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from django.contrib.postgres.aggregates import JSONBAgg
+from django.db.models import F, Max, Q
+from django.db.models.functions import JSONObject
+from django.utils.dateparse import parse_datetime
+
+from publishing.identities import PRIMARY_CHANNEL
+from publishing.models import Brief, Channel, Publication, Revision
+from publishing.story import correction_note
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A channel holding the brief, and the newest revision of it applied there."""
+
+    channel: Channel
+    revision: int
+
+
+def channel_order(slug: str) -> tuple[bool, str]:
+    """How channel sets are listed everywhere: the primary channel first, then by slug."""
+    return (slug != PRIMARY_CHANNEL, slug)
+
+
+def has_publication(brief: Brief) -> bool:
+    """Whether any channel holds the brief (a correction is only a correction of something published)."""
+    return Publication.objects.filter(brief=brief).exists()
+
+
+def list_holding_channels(brief: Brief, *, before: int) -> list[Holder]:
+    """The channels holding a revision of `brief` numbered below `before`, each with the newest one it
+    holds, the primary channel first. One query; disabled channels too (they still show the old text)."""
+    rows = (
+        Channel.objects.filter(publications__brief=brief, publications__revision__number__lt=before)
+        .annotate(held=Max("publications__revision__number"))
+        .order_by()
+    )
+    holders = [Holder(channel=row, revision=int(getattr(row, "held"))) for row in rows]  # noqa: B009 -- annotation
+    return sorted(holders, key=lambda holder: channel_order(holder.channel.slug))
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A channel a correction was applied on: where, and since when it was read back (None: not yet)."""
+
+    channel: str
+    name: str
+    permalink: str
+    published_at: datetime.datetime | None
+    verified_at: datetime.datetime | None
+
+
+@dataclass(frozen=True)
+class Correction:
+    revision: int
+    note: str
+    created_at: datetime.datetime
+    author: str
+    reached: list[Reached]  # the primary channel first, then by slug; empty until one applied it
+
+
+def _when(value: str | None) -> datetime.datetime | None:
+    return parse_datetime(value) if value else None
+
+
+def list_corrections(brief: Brief) -> list[Correction]:
+    """The brief's corrections, newest first, each with the channels it reached. One query, whatever the
+    number of corrections and channels (the publications aggregated as JSON beside each revision)."""
+    reached = JSONBAgg(
+        JSONObject(
+            channel=F("publications__channel__slug"),
+            name=F("publications__channel__name"),
+            permalink=F("publications__permalink"),
+            published_at=F("publications__created_at"),
+            verified_at=F("publications__verified_at"),
+        ),
+        filter=Q(publications__isnull=False),
+        default=[],
+    )
+    rows = (
+        Revision.objects.filter(brief=brief, payload__correction=True)
+        .annotate(reached=reached, author_name=F("author__username"))
+        .order_by("-number")
+    )
+    corrections = []
+    for row in rows:
+        channels = [
+            Reached(
+                channel=item["channel"],
+                name=item["name"],
+                permalink=item["permalink"],
+                published_at=_when(item["published_at"]),
+                verified_at=_when(item["verified_at"]),
+            )
+            for item in getattr(row, "reached")  # noqa: B009 -- an annotation
+        ]
+        corrections.append(
+            Correction(
+                revision=row.number,
+                note=correction_note(row.payload),
+                created_at=row.created_at,
+                author=str(getattr(row, "author_name")),  # noqa: B009 -- an annotation
+                reached=sorted(channels, key=lambda item: channel_order(item.channel)),
+            )
+        )
+    return corrections
