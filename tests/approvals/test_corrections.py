@@ -4,18 +4,14 @@ refused, nothing written (#i16)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from django.db import transaction
 
-from approvals.actions import check_decide_revision
 from approvals.models import Approval, ApprovalChannel
-from publishing.actions.revisions import check_create_revision
 from publishing.errors import InvalidInput
-from publishing.identities import PUBLISH, VERIFY
+from publishing.identities import PUBLISH
 from publishing.models import Brief, Channel, Revision
-from workers.drain import drain
+from tests.publishing.handlers.test_channels import approve, run_worker
+from tests.publishing.handlers.test_corrections import correct
 from workers.models import Operation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
@@ -23,44 +19,21 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 NOTE = "An earlier version named the wrong port."
 
 
-def decide(revision: Revision, *, by: Any, channels: Any = None) -> Approval:
-    with transaction.atomic(durable=True):
-        approval, _created = check_decide_revision(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            payload_hash=revision.payload_hash,
-            decision=Approval.Decision.APPROVED,
-            channels=channels,
-            acting_user=by,
-        )
-    return approval
-
-
 @pytest.fixture
 def corrected(target, add_channel, brief, revise, editor, approver) -> Revision:
     """Revision 1 published on web and partner-feed (not on app), and revision 2, a correction, in review."""
     add_channel("partner-feed")
     add_channel("app")
-    decide(revise(brief, "Dockers walked out in Gdynia."), by=approver, channels=["web", "partner-feed"])
-    drain(worker_id="w-test", kinds=[PUBLISH, VERIFY], time_budget=30, idle_wait=0.5)
-    with transaction.atomic(durable=True):
-        revision, _created = check_create_revision(
-            brief.public_id,
-            base_number=1,
-            title="Harbour strike",
-            body="Dockers walked out in Gdańsk.",
-            correction=True,
-            correction_note=NOTE,
-            acting_user=editor,
-        )
-    return revision
+    approve(revise(brief, "Dockers walked out in Gdynia."), by=approver, channels=["web", "partner-feed"])
+    run_worker()
+    return correct(brief, "Dockers walked out in Gdańsk.", by=editor, note=NOTE)
 
 
 def test_i14_correction_approval_leaving_out_a_holder__refused_with_the_holder_named__nothing_written(
     corrected, approver
 ):
     with pytest.raises(InvalidInput) as refused:
-        decide(corrected, by=approver, channels=["web", "app"])
+        approve(corrected, by=approver, channels=["web", "app"])
     assert "Revision 2 is a correction" in refused.value.message
     assert "Partner Feed (partner-feed) holds revision 1" in refused.value.message
     assert not Approval.objects.filter(revision=corrected).exists()
@@ -71,12 +44,12 @@ def test_i14_correction_approval_leaving_out_a_holder__refused_with_the_holder_n
 @pytest.mark.parametrize("channels", [[], "web"], ids=["none", "not-a-list"])
 def test_i14_correction_approval__empty_or_malformed_choice__refused(corrected, approver, channels):
     with pytest.raises(InvalidInput):
-        decide(corrected, by=approver, channels=channels)
+        approve(corrected, by=approver, channels=channels)
     assert not Approval.objects.filter(revision=corrected).exists()
 
 
 def test_i14_correction_approval__holders_plus_an_extra__frozen_with_one_intent_each(corrected, approver):
-    approval = decide(corrected, by=approver, channels=["partner-feed", "web", "app"])
+    approval = approve(corrected, by=approver, channels=["partner-feed", "web", "app"])
     frozen = list(ApprovalChannel.objects.filter(approval=approval).values_list("channel__slug", flat=True))
     assert sorted(frozen) == ["app", "partner-feed", "web"]
     publishes = Operation.objects.filter(kind=PUBLISH, subject_version=2)
@@ -87,7 +60,7 @@ def test_i16_correction_approval__a_holder_disabled_since__still_gets_its_intent
     corrected, approver
 ):
     Channel.objects.filter(slug="partner-feed").update(enabled=False)
-    approval = decide(corrected, by=approver)
+    approval = approve(corrected, by=approver)
     frozen = set(ApprovalChannel.objects.filter(approval=approval).values_list("channel__slug", flat=True))
     assert frozen == {"web", "partner-feed"}
     assert set(Operation.objects.filter(kind=PUBLISH, subject_version=2).values_list("channel", flat=True)) == {
@@ -99,4 +72,4 @@ def test_i16_correction_approval__a_holder_disabled_since__still_gets_its_intent
 def test_i14_correction_approval__disabled_extra__refused(corrected, approver):
     Channel.objects.filter(slug="app").update(enabled=False)
     with pytest.raises(InvalidInput, match="'app' is disabled"):
-        decide(corrected, by=approver, channels=["web", "partner-feed", "app"])
+        approve(corrected, by=approver, channels=["web", "partner-feed", "app"])

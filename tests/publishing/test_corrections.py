@@ -9,17 +9,15 @@ import hashlib
 import pytest
 from django.db import transaction
 
-from approvals.actions import check_decide_revision
-from approvals.models import Approval
 from publishing.actions.drafts import check_save_draft, check_submit_draft
 from publishing.actions.revisions import check_create_revision
 from publishing.errors import InvalidInput
 from publishing.hashing import payload_hash
-from publishing.identities import PUBLISH, VERIFY
 from publishing.models import Brief, Draft, Revision
 from publishing.selectors.corrections import list_corrections, list_holding_channels
 from publishing.story import CORRECTION_NOTE_MAX_CHARS, clean_correction, clean_story
-from workers.drain import drain
+from tests.publishing.handlers.test_channels import approve, run_worker
+from tests.publishing.handlers.test_corrections import correct
 from workers.models import AuditEvent
 
 NOTE = "An earlier version said the strike began on Monday; it began on Tuesday."
@@ -75,16 +73,8 @@ def test_correction_input__invalid__refused_with_a_message(mark, note, message):
 
 
 def _publish(revision: Revision, approver, *, channels: list[str] | None = None) -> None:
-    with transaction.atomic(durable=True):
-        check_decide_revision(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            payload_hash=revision.payload_hash,
-            decision=Approval.Decision.APPROVED,
-            channels=channels,
-            acting_user=approver,
-        )
-    drain(worker_id="w-test", kinds=[PUBLISH, VERIFY], time_budget=30, idle_wait=0.5)
+    approve(revision, by=approver, channels=channels)
+    run_worker()
 
 
 @pytest.mark.django_db
@@ -157,16 +147,7 @@ def test_corrections__listed_with_the_channels_they_reached__holders_named_with_
     add_channel("partner-feed")
     _publish(revise(brief, "Dockers walked out on Monday."), approver, channels=["partner-feed"])
     assert list_corrections(brief) == []
-    with transaction.atomic(durable=True):
-        revision, _created = check_create_revision(
-            brief.public_id,
-            base_number=1,
-            title="Harbour strike",
-            body="Dockers walked out on Tuesday.",
-            correction=True,
-            correction_note=NOTE,
-            acting_user=editor,
-        )
+    revision = correct(brief, "Dockers walked out on Tuesday.", by=editor, note=NOTE)
     assert [(h.channel.slug, h.revision) for h in list_holding_channels(brief, before=2)] == [("partner-feed", 1)]
     (pending,) = list_corrections(brief)
     assert (pending.revision, pending.note, pending.reached) == (2, NOTE, [])

@@ -13,13 +13,12 @@ import httpx
 import pytest
 from django.db import transaction
 
-from approvals.actions import check_decide_revision
-from approvals.models import Approval, ApprovalChannel
+from approvals.models import ApprovalChannel
 from galley.reference_target import ReferenceTarget
 from publishing.actions.revisions import check_create_revision
-from publishing.identities import PUBLISH, VERIFY, publish_key
+from publishing.identities import PUBLISH, publish_key
 from publishing.models import Brief, Publication, Revision
-from workers.drain import drain
+from tests.publishing.handlers.test_channels import applied, approve, run_worker, verified_on
 from workers.models import Operation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
@@ -33,20 +32,8 @@ def channels(target, add_channel) -> dict[str, ReferenceTarget]:
     return {"web": target, "partner-feed": add_channel("partner-feed"), "app": add_channel("app")}
 
 
-def approve(revision: Revision, *, by: Any, channels: list[str] | None = None) -> Approval:
-    with transaction.atomic(durable=True):
-        approval, _created = check_decide_revision(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            payload_hash=revision.payload_hash,
-            decision=Approval.Decision.APPROVED,
-            channels=channels,
-            acting_user=by,
-        )
-    return approval
-
-
 def correct(brief: Brief, body: str, *, by: Any, note: str = NOTE) -> Revision:
+    """The next revision of `brief`, a correction with `note`, written by `by`."""
     latest = brief.revisions.order_by("-number").first()
     with transaction.atomic(durable=True):
         revision, _created = check_create_revision(
@@ -59,20 +46,6 @@ def correct(brief: Brief, body: str, *, by: Any, note: str = NOTE) -> Revision:
             acting_user=by,
         )
     return revision
-
-
-def run_worker() -> None:
-    drain(worker_id="w-test", kinds=[PUBLISH, VERIFY], time_budget=30, idle_wait=0.5)
-
-
-def applied(target: ReferenceTarget) -> list[tuple[str, int]]:
-    return [(row["operation_key"], row["revision"]) for row in target.ledger()]
-
-
-def verified_on(revision: Revision) -> set[str]:
-    return set(
-        Publication.objects.filter(revision=revision, verified_at__isnull=False).values_list("channel__slug", flat=True)
-    )
 
 
 def test_i16_correction_reaches_every_channel_holding_an_earlier_revision__once_each_verified__none_to_a_non_holder(
