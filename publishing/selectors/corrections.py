@@ -68,7 +68,7 @@ class Correction:
     note: str
     created_at: datetime.datetime
     author: str
-    reached: list[Reached]  # the primary channel first, then by slug; empty until one applied it
+    channels: list[Reached]  # the channels it reached: the primary one first, then by slug; empty until one applied it
 
 
 def _when(value: str | None) -> datetime.datetime | None:
@@ -112,7 +112,7 @@ def list_corrections(brief: Brief) -> list[Correction]:
                 note=correction_note(row.payload),
                 created_at=row.created_at,
                 author=str(getattr(row, "author_name")),  # noqa: B009 -- an annotation
-                reached=sorted(channels, key=lambda item: channel_order(item.channel)),
+                channels=sorted(channels, key=lambda item: channel_order(item.channel)),
             )
         )
     return corrections

@@ -150,11 +150,11 @@ def test_corrections__listed_with_the_channels_they_reached__holders_named_with_
     revision = correct(brief, "Dockers walked out on Tuesday.", by=editor, note=NOTE)
     assert [(h.channel.slug, h.revision) for h in list_holding_channels(brief, before=2)] == [("partner-feed", 1)]
     (pending,) = list_corrections(brief)
-    assert (pending.revision, pending.note, pending.reached) == (2, NOTE, [])
+    assert (pending.revision, pending.note, pending.channels) == (2, NOTE, [])
 
     _publish(revision, approver)
     (done,) = list_corrections(brief)
-    assert [(r.channel, r.verified_at is not None) for r in done.reached] == [("partner-feed", True)]
+    assert [(r.channel, r.verified_at is not None) for r in done.channels] == [("partner-feed", True)]
     assert done.author == editor.username
     assert [(h.channel.slug, h.revision) for h in list_holding_channels(brief, before=3)] == [("partner-feed", 2)]
     assert Brief.objects.get(pk=brief.pk).published_revision_number == 2
