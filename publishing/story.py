@@ -38,6 +38,7 @@ TAGS_MAX = 20
 CORRECTION_NOTE_MAX_CHARS = 1000
 CORRECTION_LABEL = "This is a correction"
 CORRECTION_NOTE_LABEL = "Correction note"
+CORRECTION_KEYS = ("correction", "correction_note")
 
 
 @dataclass(frozen=True)
