@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Path, Query, Router, Schema
+from pydantic import StrictBool
 
 from approvals.policies import PolicyProgress, get_policy_progress
 from publishing.actions.briefs import check_create_brief, check_update_source_material
@@ -175,7 +176,8 @@ class RevisionIn(BodyIn):
     tags: list[Tag] | None = Field(
         None, max_length=TAGS_MAX, description="Words without commas; repeats (in any case) are kept once."
     )
-    correction: bool | None = Field(
+    # Strict: "yes" or 1 is no mark, and a 400, as the schema's boolean says.
+    correction: StrictBool | None = Field(
         None,
         description="Marks the revision a correction of what the brief's channels hold (a brief published "
         "somewhere only); it then goes to every channel holding an earlier revision. Needs `correction_note`.",

@@ -55,11 +55,19 @@ def test_api_correction__refused__400_naming_why__nothing_written(editor_api: Ap
 
 
 @pytest.mark.django_db
-def test_api_correction__oversized_note__400_from_the_schema(editor_api: ApiClient, editor, revise):
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"correction": True, "correction_note": "x" * (CORRECTION_NOTE_MAX_CHARS + 1)},
+        {"correction": "yes", "correction_note": NOTE},
+        {"correction": 1, "correction_note": NOTE},
+    ],
+    ids=["oversized-note", "string-mark", "number-mark"],
+)
+def test_api_correction__what_the_schema_refuses__400__nothing_written(editor_api: ApiClient, editor, revise, extra):
     brief = make_brief(editor)
     revise(brief, "Dockers walked out on Monday.")
-    oversized = story(correction=True, correction_note="x" * (CORRECTION_NOTE_MAX_CHARS + 1))
-    refused = editor_api.post(f"/briefs/{brief.public_id}/revisions", oversized)
+    refused = editor_api.post(f"/briefs/{brief.public_id}/revisions", story(**extra))
     assert refused.status_code == 400
     assert Revision.objects.filter(brief=brief).count() == 1
 
