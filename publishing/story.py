@@ -160,8 +160,8 @@ def clean_correction(mark: Any, note: Any) -> dict[str, Any]:
     if not marked:
         if text:
             raise InvalidInput(
-                f"You wrote a correction note but did not mark the revision as a correction: tick "
-                f"“{CORRECTION_LABEL}” or clear the note."
+                f"A correction note was given, but the revision is not marked as a correction (“{CORRECTION_LABEL}”): "
+                "mark it as one, or leave the note out."
             )
         return {}
     return {"correction": True, "correction_note": text}

@@ -81,8 +81,8 @@ def check_revision_channel_set(brief: Brief, revision: Revision, requested: obje
         named = "; ".join(f"{h.channel.name} ({h.channel.slug}) holds revision {h.revision}" for h in missing)
         raise InvalidInput(
             f"Revision {revision.number} is a correction: it must go to every channel holding an earlier revision "
-            f"of {brief.public_id}, and your choice leaves out {named}. Nothing was approved; keep "
-            "every channel that holds it ticked."
+            f"of {brief.public_id}, and your choice leaves out {named}. Nothing was approved; choose "
+            "every channel that holds it, and any others."
         )
     extras = [slug for slug in slugs if slug not in held]
     chosen = [holder.channel for holder in holders] + (check_channel_set(brief, extras) if extras else [])

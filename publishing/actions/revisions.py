@@ -151,8 +151,8 @@ def check_may_correct(brief: Brief) -> None:
     """Raises InvalidInput unless some channel holds the brief: a correction corrects what was published."""
     if not has_publication(brief):
         raise InvalidInput(
-            f"{brief.public_id} has not been published anywhere yet, so there is nothing to correct: untick "
-            "“This is a correction” and submit it as an ordinary revision."
+            f"{brief.public_id} has not been published anywhere yet, so there is nothing to correct: submit it as "
+            "an ordinary revision, not marked as a correction."
         )
 
 

@@ -61,7 +61,7 @@ def test_hash_stability__revision_without_correction__stored_payload_and_hash_un
         (True, "", "needs its public correction note"),
         (True, "   \n ", "needs its public correction note"),
         (True, "x" * (CORRECTION_NOTE_MAX_CHARS + 1), f"the limit is {CORRECTION_NOTE_MAX_CHARS:,}"),
-        (False, "Fixed.", "did not mark the revision as a correction"),
+        (False, "Fixed.", "the revision is not marked as a correction"),
         ("yes", "Fixed.", "not one this form makes"),
         (True, "Fixed\x00", "NUL"),
     ],

@@ -40,7 +40,7 @@ def test_api_revision__no_correction__is_correction_false_and_payload_as_ever(ed
     ("extra", "detail"),
     [
         ({"correction": True, "correction_note": NOTE}, "has not been published anywhere yet"),
-        ({"correction_note": NOTE}, "did not mark the revision as a correction"),
+        ({"correction_note": NOTE}, "the revision is not marked as a correction"),
         ({"correction": True}, "needs its public correction note"),
     ],
     ids=["unpublished-brief", "note-without-mark", "mark-without-note"],
