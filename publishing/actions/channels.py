@@ -72,13 +72,15 @@ def check_revision_channel_set(brief: Brief, revision: Revision, requested: obje
     if not revision.payload.get("correction"):
         return check_channel_set(brief, requested)
     # Never empty: a correction is written only once some channel holds the brief
-    # (publishing.actions.revisions.check_may_correct), and publications are never deleted.
+    # (publishing.actions.revisions.check_may_correct), and publications are never deleted. A channel an
+    # earlier revision is still on its way to is one (list_holding_channels): left out, it would end
+    # up with the text being corrected.
     holders = list_holding_channels(brief, before=revision.number)
     slugs = [] if requested is None else _requested_slugs(requested)
     held = {holder.channel.slug: holder for holder in holders}
     missing = [held[slug] for slug in held if requested is not None and slug not in slugs]
     if missing:
-        named = "; ".join(f"{h.channel.name} ({h.channel.slug}) holds revision {h.revision}" for h in missing)
+        named = "; ".join(f"{h.channel.name} ({h.channel.slug}) {h.holds}" for h in missing)
         raise InvalidInput(
             f"Revision {revision.number} is a correction: it must go to every channel holding an earlier revision "
             f"of {brief.public_id}, and your choice leaves out {named}. Nothing was approved; choose "

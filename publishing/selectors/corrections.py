@@ -3,7 +3,9 @@ them (docs/invariants.md#i16), and the brief's corrections as its page and the A
 
 A channel **holds** a brief once a revision of it was applied there: it has a Publication of it (applied,
 verified or still being read back). That is what a reader of that channel may be reading, so that is
-where a correction must go.
+where a correction must go. A channel an earlier revision is still on its way to (its publish not yet
+applied, neither superseded nor cancelled) counts too: it is about to hold the text being corrected, and
+the correction's own publish there supersedes that one (publishing.actions.publications).
 """
 
 from __future__ import annotations
@@ -12,21 +14,29 @@ import datetime
 from dataclasses import dataclass
 
 from django.contrib.postgres.aggregates import JSONBAgg
-from django.db.models import F, Max, Q
+from django.db.models import F, OuterRef, Q, Subquery
 from django.db.models.functions import JSONObject
 from django.utils.dateparse import parse_datetime
 
-from publishing.identities import PRIMARY_CHANNEL
+from publishing.identities import PRIMARY_CHANNEL, PUBLISH
 from publishing.models import Brief, Channel, Publication, Revision
 from publishing.story import correction_note
+from workers.models import Operation, OperationStatus
 
 
 @dataclass(frozen=True)
 class Holder:
-    """A channel holding the brief, and the newest revision of it applied there."""
+    """A channel holding the brief, the newest earlier revision applied there (or on its way there), and
+    whether that one is applied already."""
 
     channel: Channel
     revision: int
+    applied: bool
+
+    @property
+    def holds(self) -> str:
+        """What it holds, in words: "holds revision 1", "is being sent revision 1"."""
+        return f"{'holds' if self.applied else 'is being sent'} revision {self.revision}"
 
 
 def channel_order(slug: str) -> tuple[bool, str]:
@@ -40,14 +50,30 @@ def has_publication(brief: Brief) -> bool:
 
 
 def list_holding_channels(brief: Brief, *, before: int) -> list[Holder]:
-    """The channels holding a revision of `brief` numbered below `before`, each with the newest one it
-    holds, the primary channel first. One query; disabled channels too (they still show the old text)."""
+    """The channels holding a revision of `brief` numbered below `before` (or to which one is on its way),
+    each with the newest such revision, the primary channel first. One query; disabled channels too (they
+    still show the old text)."""
+    applied = Publication.objects.filter(brief=brief, channel=OuterRef("pk"), revision__number__lt=before)
+    on_its_way = Operation.objects.for_subject("brief", brief.public_id).filter(
+        kind=PUBLISH, channel=OuterRef("slug"), subject_version__lt=before
+    )
     rows = (
-        Channel.objects.filter(publications__brief=brief, publications__revision__number__lt=before)
-        .annotate(held=Max("publications__revision__number"))
+        Channel.objects.annotate(
+            held=Subquery(applied.order_by("-revision__number").values("revision__number")[:1]),
+            sent=Subquery(
+                on_its_way.exclude(status__in=[OperationStatus.SUPERSEDED, OperationStatus.CANCELLED])
+                .order_by("-subject_version")
+                .values("subject_version")[:1]
+            ),
+        )
+        .filter(Q(held__isnull=False) | Q(sent__isnull=False))
         .order_by()
     )
-    holders = [Holder(channel=row, revision=int(getattr(row, "held"))) for row in rows]  # noqa: B009 -- annotation
+    holders = []
+    for row in rows:
+        held, sent = getattr(row, "held"), getattr(row, "sent")  # noqa: B009 -- annotations
+        newest = max(number for number in (held, sent) if number is not None)
+        holders.append(Holder(channel=row, revision=newest, applied=held == newest))
     return sorted(holders, key=lambda holder: channel_order(holder.channel.slug))
 
 

@@ -14,10 +14,11 @@ import pytest
 from django.db import transaction
 
 from approvals.models import ApprovalChannel
-from galley.reference_target import ReferenceTarget
+from galley.reference_target import Faults, ReferenceTarget
 from publishing.actions.revisions import check_create_revision
 from publishing.identities import PUBLISH, publish_key
 from publishing.models import Brief, Publication, Revision
+from publishing.selectors.corrections import list_holding_channels
 from tests.publishing.handlers.test_channels import applied, approve, run_worker, verified_on
 from workers.models import Operation
 
@@ -95,3 +96,29 @@ def test_i16_correction__approver_adds_a_channel_that_never_held_it__that_one_to
     assert applied(channels["app"]) == [(publish_key(brief.public_id, 2, "app"), 2)]
     assert [number for _key, number in applied(channels["partner-feed"])] == [1, 2]
     assert verified_on(second) == {"partner-feed", "app"}
+
+
+def test_i16_correction__an_earlier_revision_still_on_its_way_to_a_channel__the_correction_goes_there_too__after_it(
+    channels, brief, revise, editor, approver
+):
+    down = channels["partner-feed"]
+    down.faults = Faults(rate_503=1.0, retry_after=1)
+    first = revise(brief, "Dockers walked out on Monday.")
+    approve(first, by=approver, channels=["web", "partner-feed"])
+    run_worker(idle_wait=0.2)
+    assert verified_on(first) == {"web"} and applied(down) == []  # revision 1 still on its way there
+
+    second = correct(brief, "Dockers walked out on Tuesday.", by=editor)
+    holders = [(h.channel.slug, h.holds) for h in list_holding_channels(brief, before=2)]
+    assert holders == [("web", "holds revision 1"), ("partner-feed", "is being sent revision 1")]
+    approval = approve(second, by=approver)
+    frozen = set(ApprovalChannel.objects.filter(approval=approval).values_list("channel__slug", flat=True))
+    assert frozen == {"web", "partner-feed"}
+    down.faults = Faults()
+    run_worker(idle_wait=1.5)
+
+    # Revision 1's publish there, tried already, may have reached the target: the correction's waits for
+    # it (a completion edge) and is applied after it, once, so the channel ends showing the correction.
+    keys = [publish_key(brief.public_id, number, "partner-feed") for number in (1, 2)]
+    assert applied(down) == [(keys[0], 1), (keys[1], 2)]
+    assert verified_on(second) == {"web", "partner-feed"}
