@@ -34,6 +34,7 @@ from publishing.identities import revision_subject_id
 from publishing.models import Brief, Channel, Revision
 from publishing.roles import AnyUser, Role, require_reviewer, require_role, user_group_names
 from publishing.selectors.briefs import access_brief
+from publishing.selectors.corrections import get_newer_sent_correction
 from publishing.selectors.publications import get_newer_sent_number
 from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.validation import clean_number, clean_text
@@ -252,6 +253,13 @@ def check_also_publish(public_id: str, *, revision_number: Any, channel: Any, ac
         raise DecisionAlreadyMade(
             f"Revision {newer} is newer and already on its way to {target.name}: revision {revision.number} "
             "would replace nothing there. Publish the newest approved revision instead."
+        )
+    corrected = get_newer_sent_correction(brief, revision.number)
+    if corrected is not None:
+        # A new channel would show the very text the correction corrects (docs/invariants.md#i16).
+        raise DecisionAlreadyMade(
+            f"Revision {corrected} is a correction of revision {revision.number} and was sent already: "
+            f"{target.name} would show the text it corrects. Publish revision {corrected} there instead."
         )
     do_also_publish(revision, approval=approval, channel=target, acting_user=acting_user)
     return True

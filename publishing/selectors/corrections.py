@@ -14,7 +14,7 @@ import datetime
 from dataclasses import dataclass
 
 from django.contrib.postgres.aggregates import JSONBAgg
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import JSONObject
 from django.utils.dateparse import parse_datetime
 
@@ -75,6 +75,15 @@ def list_holding_channels(brief: Brief, *, before: int) -> list[Holder]:
         newest = max(number for number in (held, sent) if number is not None)
         holders.append(Holder(channel=row, revision=newest, applied=held == newest))
     return sorted(holders, key=lambda holder: channel_order(holder.channel.slug))
+
+
+def get_newer_sent_correction(brief: Brief, number: int) -> int | None:
+    """The newest correction of `brief` after revision `number` that an approval sent somewhere, if any:
+    revision `number` must then reach no new channel, which would show the text it corrects."""
+    publishes = Operation.objects.for_subject("brief", brief.public_id).filter(kind=PUBLISH)
+    sent = publishes.filter(subject_version=OuterRef("number"))
+    newer = Revision.objects.filter(brief=brief, number__gt=number, payload__correction=True).filter(Exists(sent))
+    return newer.order_by("-number").values_list("number", flat=True).first()
 
 
 @dataclass(frozen=True)

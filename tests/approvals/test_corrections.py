@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from approvals.errors import DecisionAlreadyMade
 from approvals.models import Approval, ApprovalChannel
 from publishing.errors import InvalidInput
 from publishing.identities import PUBLISH
 from publishing.models import Brief, Channel, Revision
-from tests.publishing.handlers.test_channels import approve, run_worker
+from tests.publishing.handlers.test_channels import also_publish, approve, run_worker
 from tests.publishing.handlers.test_corrections import correct
 from workers.models import Operation
 
@@ -73,3 +74,14 @@ def test_i14_correction_approval__disabled_extra__refused(corrected, approver):
     Channel.objects.filter(slug="app").update(enabled=False)
     with pytest.raises(InvalidInput, match="'app' is disabled"):
         approve(corrected, by=approver, channels=["web", "partner-feed", "app"])
+
+
+def test_i16_after_a_correction_was_sent__also_publish_of_the_corrected_revision_to_a_new_channel__refused(
+    corrected, approver
+):
+    approve(corrected, by=approver)
+    first = Revision.objects.get(brief_id=corrected.brief_id, number=1)
+    with pytest.raises(DecisionAlreadyMade, match="Revision 2 is a correction of revision 1 and was sent already"):
+        also_publish(first, "app", by=approver)
+    assert not Operation.objects.filter(channel="app").exists()
+    assert also_publish(corrected, "app", by=approver) is True  # the correction itself may go there
