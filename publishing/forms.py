@@ -103,6 +103,14 @@ def story_form_fields(story: Mapping[str, Any]) -> dict[str, str]:
     return {**fields, "tags": ", ".join(fields["tags"]), "correction": "1" if fields["correction"] else ""}
 
 
+class MarkInput(forms.CheckboxInput):
+    """A checkbox that always sends "1", the value the actions read as the mark
+    (publishing.story.correction_mark), ticked or not as its value says."""
+
+    def format_value(self, value: Any) -> str:
+        return "1"
+
+
 class RevisionForm(forms.Form):
     """The edit page's form: every field of the story (publishing.story.TEXT_FIELDS, then tags),
     labelled and explained as story.py says.
@@ -148,8 +156,7 @@ class RevisionForm(forms.Form):
                 label=CORRECTION_LABEL,
                 required=False,
                 help_text="It goes to every channel that published an earlier revision of this brief, with the note.",
-                # The value the actions read as the mark (publishing.story.correction_mark).
-                widget=forms.CheckboxInput(attrs={"data-draft": "correction", "value": "1"}),
+                widget=MarkInput(attrs={"data-draft": "correction"}),
             )
             self.fields["correction_note"] = forms.CharField(
                 label=CORRECTION_NOTE_LABEL,

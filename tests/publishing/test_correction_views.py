@@ -149,3 +149,21 @@ def test_decision_form__forged_channels_leaving_out_a_holder__refused_nothing_wr
     brief_page = client_for(editor).get(published.get_absolute_url())
     assertContains(brief_page, "Correction (revision 2) published, read back and verified", count=2)
     assertContains(brief_page, 'class="reached" data-channel="partner-feed"')
+
+
+def test_autosave__correction_mark_and_note__saved_with_the_draft__answered_as_the_form_holds_them(published, editor):
+    client = client_for(editor)
+    values = form_values(client.get(edit_path(published)), containing="base_number")
+    values.pop("correction", None)
+
+    saved = client.post(
+        f"/briefs/{published.public_id}/draft/", {**values, "correction": "1", "correction_note": "Half typed"}
+    )
+
+    assert saved.status_code == 200, saved.content
+    story = saved.json()["saved"]["story"]
+    assert (story["correction"], story["correction_note"]) == ("1", "Half typed")
+    assert "Correction: Half typed" in saved.json()["saved"]["preview"]
+    page = client.get(edit_path(published))
+    assertContains(page, '<input type="checkbox" name="correction" value="1" data-draft="correction"', count=1)
+    assertContains(page, 'id="id_correction" checked>')
