@@ -25,7 +25,7 @@ from approvals.selectors import (
     list_assignable_approvers,
 )
 from approvals.sql import COMPLETE_POLICY_SQL
-from publishing.actions.channels import check_channel_set
+from publishing.actions.channels import check_channel_set, check_revision_channel_set
 from publishing.actions.publications import do_request_publication
 from publishing.actions.revisions import do_change_brief_status
 from publishing.actions.webhooks import do_emit_revision_approved
@@ -34,6 +34,7 @@ from publishing.identities import revision_subject_id
 from publishing.models import Brief, Channel, Revision
 from publishing.roles import AnyUser, Role, require_reviewer, require_role, user_group_names
 from publishing.selectors.briefs import access_brief
+from publishing.selectors.corrections import get_newer_sent_correction
 from publishing.selectors.publications import get_newer_sent_number
 from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.validation import clean_number, clean_text
@@ -60,7 +61,8 @@ def check_decide_revision(
 ) -> tuple[Approval, bool]:
     """Record the approver's decision on revision `revision_number` as reviewed with `payload_hash`;
     an approval freezes the channels it publishes to: `channels` (slugs) when given, else the brief's
-    (publishing.actions.channels.check_channel_set; docs/invariants.md#i14).
+    (publishing.actions.channels.check_channel_set; docs/invariants.md#i14) — for a correction, every
+    channel holding the brief, and any the approver adds (check_revision_channel_set; #i16).
 
     Locks the brief's row first (docs/architecture.md#lock-order), so a decision and a new revision of the
     same brief are serialised: a decision can only land on the revision that is current when it
@@ -126,7 +128,8 @@ def check_decide_revision(
         )
     # An approval after the completing one is recorded (the approver agrees) and publishes nothing more.
     wanted = decision == Approval.Decision.APPROVED and completion is None
-    channel_set = check_channel_set(brief, channels) if wanted else []
+    # A correction goes to every channel holding the brief (docs/invariants.md#i16).
+    channel_set = check_revision_channel_set(brief, revision, channels) if wanted else []
     decided = do_decide_revision(
         revision,
         decision=decision,
@@ -261,6 +264,13 @@ def check_also_publish(public_id: str, *, revision_number: Any, channel: Any, ac
         raise DecisionAlreadyMade(
             f"Revision {newer} is newer and already on its way to {target.name}: revision {revision.number} "
             "would replace nothing there. Publish the newest approved revision instead."
+        )
+    corrected = get_newer_sent_correction(brief, revision.number)
+    if corrected is not None:
+        # A new channel would show the very text the correction corrects (docs/invariants.md#i16).
+        raise DecisionAlreadyMade(
+            f"Revision {corrected} is a correction of revision {revision.number} and was sent already: "
+            f"{target.name} would show the text it corrects. Publish revision {corrected} there instead."
         )
     do_also_publish(revision, approval=approval, channel=target, acting_user=acting_user)
     return True

@@ -13,7 +13,16 @@ from publishing.errors import InvalidInput
 from publishing.models import Brief, Channel
 from publishing.selectors.channel_sets import list_default_channels, list_enabled_channels
 from publishing.selectors.desks import list_desks
-from publishing.story import TAGS_LABEL, TEXT_FIELDS, TITLE_MAX_CHARS, story_fields
+from publishing.story import (
+    CORRECTION_KEYS,
+    CORRECTION_LABEL,
+    CORRECTION_NOTE_LABEL,
+    CORRECTION_NOTE_MAX_CHARS,
+    TAGS_LABEL,
+    TEXT_FIELDS,
+    TITLE_MAX_CHARS,
+    draft_fields,
+)
 
 
 class ChannelsForm(forms.Form):
@@ -88,9 +97,18 @@ class SourceMaterialForm(ChannelsForm):
 
 
 def story_form_fields(story: Mapping[str, Any]) -> dict[str, str]:
-    """A story's fields as the edit form holds them: every field, the tags as one comma line."""
-    fields = story_fields(story)
-    return {**fields, "tags": ", ".join(fields["tags"])}
+    """A story's fields as the edit form holds them: every field, the tags as one comma line, the
+    correction mark as the checkbox sends it ("1" ticked, "" not) and its note."""
+    fields = draft_fields(story)
+    return {**fields, "tags": ", ".join(fields["tags"]), "correction": "1" if fields["correction"] else ""}
+
+
+class MarkInput(forms.CheckboxInput):
+    """A checkbox that always sends "1", the value the actions read as the mark
+    (publishing.story.correction_mark), ticked or not as its value says."""
+
+    def format_value(self, value: Any) -> str:
+        return "1"
 
 
 class RevisionForm(forms.Form):
@@ -102,12 +120,15 @@ class RevisionForm(forms.Form):
     revision conflict `base_number` stays that revision: only the explicit "overwrite" button (an
     `overwrite_number` naming the newest revision, which the conflict page shows in full) writes
     over what was submitted meanwhile. Fields are not required here: a draft may be unfinished, and
-    the actions say what a submission lacks."""
+    the actions say what a submission lacks.
+
+    `offers_correction` (a brief some channel holds: docs/editorial.md#corrections) adds the correction
+    mark and its public note; without it the form has neither, and the actions refuse a mark sent anyway."""
 
     base_number = forms.IntegerField(widget=forms.HiddenInput, min_value=0)
     draft_version = forms.IntegerField(widget=forms.HiddenInput, min_value=0, required=False)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, offers_correction: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for field in TEXT_FIELDS:
             widget: forms.Widget = (
@@ -130,6 +151,29 @@ class RevisionForm(forms.Form):
             required=False,
             widget=forms.TextInput(attrs={"data-draft": "tags"}),
         )
+        if offers_correction:
+            self.fields["correction"] = forms.BooleanField(
+                label=CORRECTION_LABEL,
+                required=False,
+                help_text="It goes to every channel that published an earlier revision of this brief, with the note.",
+                widget=MarkInput(attrs={"data-draft": "correction"}),
+            )
+            self.fields["correction_note"] = forms.CharField(
+                label=CORRECTION_NOTE_LABEL,
+                required=False,
+                strip=False,
+                max_length=CORRECTION_NOTE_MAX_CHARS,
+                help_text="Public: readers see it with the article. Say what was wrong and what is right now.",
+                widget=forms.Textarea(attrs={"rows": 3, "data-draft": "correction_note"}),
+            )
+
+    @property
+    def offers_correction(self) -> bool:
+        return "correction" in self.fields
+
+    def story_fields(self) -> list[forms.BoundField]:
+        """The story's fields, in order (the correction mark and note are shown apart, after them)."""
+        return [self[name] for name in self.fields if name not in CORRECTION_KEYS and not self[name].is_hidden]
 
     @staticmethod
     def initial_from(story: dict[str, Any], *, base_number: int, draft_version: int) -> dict[str, Any]:

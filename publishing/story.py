@@ -8,6 +8,10 @@ describes the fields for editors.
 
 The body is Markdown rendered by markdown-it-py with raw HTML switched off, then cleaned by nh3:
 nothing an editor types reaches a reader as markup of their own making.
+
+A revision of a published brief may be a **correction** (docs/editorial.md#corrections): the payload then
+also holds `"correction": true` and the public `correction_note`, both hashed; a revision that is no
+correction has neither key, so its payload and hash are what they always were.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ BYLINE_MAX_CHARS = 200
 SECTION_MAX_CHARS = 80
 TAG_MAX_CHARS = 50
 TAGS_MAX = 20
+CORRECTION_NOTE_MAX_CHARS = 1000
+CORRECTION_LABEL = "This is a correction"
+CORRECTION_NOTE_LABEL = "Correction note"
+CORRECTION_KEYS = ("correction", "correction_note")
 
 
 @dataclass(frozen=True)
@@ -120,12 +128,68 @@ def clean_story(values: Mapping[str, Any]) -> dict[str, Any]:
     return payload
 
 
+def correction_mark(value: Any) -> bool:
+    """Whether `value` marks a correction: True or the form's "1"; False, None or "" do not. Anything
+    else is a damaged or forged form (InvalidInput)."""
+    if value is True or value == "1":
+        return True
+    if value in (False, None, ""):
+        return False
+    raise InvalidInput("The correction mark sent is not one this form makes; nothing was saved. Reload the page.")
+
+
+def clean_correction_note(value: Any, *, required: bool) -> str:
+    """The public correction note as typed (line ends as LF), within CORRECTION_NOTE_MAX_CHARS."""
+    note = clean_text(
+        "" if value is None else value,
+        field=CORRECTION_NOTE_LABEL,
+        max_chars=CORRECTION_NOTE_MAX_CHARS,
+        required=False,
+    )
+    if required and not note:
+        raise InvalidInput("A correction needs its public correction note: say what was wrong and what is right now.")
+    return note
+
+
+def clean_correction(mark: Any, note: Any) -> dict[str, Any]:
+    """The payload's correction part: {} for a revision that is no correction (its payload as ever),
+    else {"correction": True, "correction_note": note}. Refused (InvalidInput): a mark without a note, an
+    oversized note, and a note without the mark (a public text nobody would see as a correction)."""
+    marked = correction_mark(mark)
+    text = clean_correction_note(note, required=marked)
+    if not marked:
+        if text:
+            raise InvalidInput(
+                f"A correction note was given, but the revision is not marked as a correction (“{CORRECTION_LABEL}”): "
+                "mark it as one, or leave the note out."
+            )
+        return {}
+    return {"correction": True, "correction_note": text}
+
+
+def correction_note(payload: Mapping[str, Any]) -> str:
+    """The public note of a correction's payload; "" for a revision that is no correction."""
+    if payload.get("correction") is not True:
+        return ""
+    return str(payload.get("correction_note", ""))
+
+
 def story_fields(payload: Mapping[str, Any]) -> dict[str, Any]:
     """Every field of a stored payload, empty where it is absent (revisions from before structured stories)."""
     fields: dict[str, Any] = {name: str(payload.get(name, "") or "") for name in STORY_KEYS if name != "tags"}
     tags = payload.get("tags")
     fields["tags"] = [str(tag) for tag in tags] if isinstance(tags, list) else []
     return fields
+
+
+def draft_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+    """What a working draft holds (story_fields, and the correction mark and note as typed), from a
+    draft's story or a revision's payload: a draft started from a correction is still marked one."""
+    return {
+        **story_fields(values),
+        "correction": values.get("correction") is True,
+        "correction_note": str(values.get("correction_note", "") or ""),
+    }
 
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})

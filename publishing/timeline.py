@@ -20,6 +20,7 @@ from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, RETRACT, SUMM
 from publishing.models import Brief, Publication, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, has_role
 from publishing.selectors.summaries import RunOutcome, get_run_outcome
+from publishing.story import correction_note
 from publishing.summary_rules import SummaryStep
 from publishing.trouble import OPERATION_OUTCOME, tell_attempt
 from workers.models import Attempt, Operation, OperationStatus
@@ -141,13 +142,16 @@ def _operation_entry(operation: Operation) -> TimelineEntry:
 
 
 def _revision_entry(public_id: str, revision: Revision) -> TimelineEntry:
+    note = correction_note(revision.payload)
+    what = f"revision {revision.number}, a correction" if note else f"revision {revision.number}"
     return TimelineEntry(
         at=revision.created_at,
         kind="revision",
         actor=revision.author.get_username(),
-        description=f"Wrote revision {revision.number}: “{revision.title}”",
+        description=f"Wrote {what}: “{revision.title}”",
         link=_revision_url(public_id, revision.number),
         link_label=f"Revision {revision.number}",
+        text=note,
         detail=(("Payload hash", revision.payload_hash),),
     )
 
@@ -242,7 +246,9 @@ def _assignment_entry(assignment: Assignment) -> TimelineEntry:
 def _publication_entry(public_id: str, publication: Publication, *, published_number: int | None) -> TimelineEntry:
     number = publication.revision.number
     if publication.verified_at is not None:
-        description, status, label = f"Revision {number} published, read back and verified", "published", "Published"
+        corrected = correction_note(publication.revision.payload)
+        what = f"Correction (revision {number})" if corrected else f"Revision {number}"
+        description, status, label = f"{what} published, read back and verified", "published", "Published"
     elif published_number is not None and published_number > number:
         # Applied at the target but never finalized before a newer revision was published (recorded
         # when that one's verification closed this one's publish): it will never be verified.

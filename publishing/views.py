@@ -49,6 +49,7 @@ from publishing.models import Brief, Draft
 from publishing.roles import Role, can_view, require_role
 from publishing.selectors.briefs import access_brief, list_briefs
 from publishing.selectors.channels import get_channel_receipts, tally_receipts
+from publishing.selectors.corrections import has_publication, list_corrections
 from publishing.selectors.drafts import get_draft_state, get_other_holder, list_presences
 from publishing.selectors.drift import get_drift_notice
 from publishing.selectors.preview import get_story_preview
@@ -62,7 +63,7 @@ from publishing.selectors.revisions import (
     list_revision_numbers,
 )
 from publishing.selectors.summaries import get_pipeline_view
-from publishing.story import STORY_KEYS, TAGS_LABEL, TEXT_FIELDS
+from publishing.story import CORRECTION_KEYS, STORY_KEYS, TAGS_LABEL, TEXT_FIELDS
 from publishing.timeline import get_brief_timeline
 
 BRIEFS_PER_PAGE = 20
@@ -155,7 +156,7 @@ def brief_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 
 def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
     """Every region of the brief page that can change — title, status, source and the editor's
-    next step, the revision links, the receipt per channel, the summary pipeline, the timeline —
+    next step, the revision links, the receipt per channel, the corrections, the summary pipeline, the timeline —
     from one read of the brief, so that the page and each poll show one state, never one region
     ahead of another."""
     latest = get_latest_revision(brief)
@@ -177,6 +178,7 @@ def _brief_live_context(request: HttpRequest, brief: Brief) -> dict[str, Any]:
         "badge": list_brief_badges([(brief, latest.number if latest else None)])[brief.pk],
         "receipts": receipts,
         "published_on": tally_receipts(receipts),
+        "corrections": list_corrections(brief),
         "pipeline": get_pipeline_view(brief),
         "timeline": get_brief_timeline(brief, viewer=request.user),
         "presences": list_presences(brief, viewer=request.user),
@@ -411,7 +413,9 @@ def revision_compare(request: HttpRequest, public_id: str) -> HttpResponse:
 
 
 def _posted_story(request: HttpRequest) -> dict[str, str]:
-    return {name: request.POST.get(name, "") for name in STORY_KEYS}
+    """The story as the edit form sent it; a correction mark sent for a brief nothing holds (the form
+    offers none) is refused by the actions."""
+    return {name: request.POST.get(name, "") for name in (*STORY_KEYS, *CORRECTION_KEYS)}
 
 
 def _edit_context(brief: Brief, form: RevisionForm, request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -447,7 +451,8 @@ def revision_edit(request: HttpRequest, public_id: str) -> HttpResponse:
     if request.method != "POST":
         state = get_draft_state(brief)
         form = RevisionForm(
-            initial=RevisionForm.initial_from(state.story, base_number=state.base_number, draft_version=state.version)
+            initial=RevisionForm.initial_from(state.story, base_number=state.base_number, draft_version=state.version),
+            offers_correction=has_publication(brief),
         )
         return render(request, "publishing/revision_form.html", _edit_context(brief, form, request))
 
@@ -455,7 +460,7 @@ def revision_edit(request: HttpRequest, public_id: str) -> HttpResponse:
     # replace; any other submission is based on the revision the editor started from.
     submitting = request.POST.get("action") == "submit" or "overwrite_number" in request.POST
     base_number = request.POST.get("overwrite_number") or request.POST.get("base_number")
-    form = RevisionForm(request.POST)
+    form = RevisionForm(request.POST, offers_correction=has_publication(brief))
     try:
         check_form_text(request, form)
         with transaction.atomic(durable=True):
@@ -496,7 +501,9 @@ def _render_draft_conflict(request: HttpRequest, brief: Brief, conflict: DraftCo
     """The edit form again with the editor's text, the draft saved meanwhile beside it; the form now
     names that draft's version, so saving it again is the explicit "keep mine"."""
     theirs = story_form_fields(conflict.draft.story)
-    form = RevisionForm({**request.POST.dict(), "draft_version": conflict.draft.version})
+    form = RevisionForm(
+        {**request.POST.dict(), "draft_version": conflict.draft.version}, offers_correction=has_publication(brief)
+    )
     form.add_error(None, conflict.message)
     fields = _side_by_side(theirs, _posted_story(request))
     draft_conflict = {
@@ -552,7 +559,7 @@ def draft_save(request: HttpRequest, public_id: str) -> JsonResponse:
     version and its preview; 409 with the draft saved meanwhile (`theirs`); 423 while another editor holds it;
     400 with the message for text that cannot be saved. Never a revision, never a notification."""
     try:
-        check_form_text(request, RevisionForm())
+        check_form_text(request, RevisionForm(offers_correction=True))
         with transaction.atomic(durable=True):
             draft = check_save_draft(
                 public_id,
@@ -614,7 +621,10 @@ def _render_conflict(request: HttpRequest, brief: Brief, conflict: RevisionConfl
     # The draft is as it was (a refused submission writes nothing); the form names its version, so
     # the overwrite is refused only if the draft moves on again.
     draft_version = get_draft_state(brief).version
-    form = RevisionForm({**request.POST.dict(), "base_number": conflict.base_number, "draft_version": draft_version})
+    form = RevisionForm(
+        {**request.POST.dict(), "base_number": conflict.base_number, "draft_version": draft_version},
+        offers_correction=has_publication(brief),
+    )
     form.add_error(None, conflict.message)
     if newer is None or conflict.base_number > newer.number:
         # A base that does not exist is a damaged form, not someone else's edit.

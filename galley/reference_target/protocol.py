@@ -169,15 +169,20 @@ def _text(payload: dict[str, Any], name: str) -> str:
 
 
 def article_html(row: sqlite3.Row) -> str:
-    """The published page: the headline (h1), the standfirst, the byline, the body, then the section and
-    tags. Text comes from the payload (the hashed story), escaped; only the body's HTML from `rendered`."""
+    """The published page: the headline (h1), the standfirst, the byline, a correction's note, the body,
+    then the section and tags. Text comes from the payload (the hashed story), escaped; only the body's HTML
+    from `rendered`."""
     payload = json.loads(row["payload"])
     title = html.escape(payload["title"])
     rendered = json.loads(row["rendered"]) if row["rendered"] else None
+    # A correction's public note (docs/editorial.md#corrections) is part of the hashed payload: shown under
+    # the headline, so every reader of this page sees that the article was corrected, and why.
+    note = _text(payload, "correction_note") if payload.get("correction") is True else ""
+    correction = f'<p class="correction">Correction: {html.escape(note)}</p>' if note else ""
     if rendered is None:
         paragraphs = [part.strip() for part in payload["body"].split("\n\n") if part.strip()]
         body = "\n".join(f"<p>{html.escape(part)}</p>" for part in paragraphs)
-        return _page(title, f"<h1>{title}</h1>\n{body}")
+        return _page(title, "\n".join(part for part in (f"<h1>{title}</h1>", correction, body) if part))
     standfirst, byline, section = (_text(payload, name) for name in ("standfirst", "byline", "section"))
     tags = (
         [tag for tag in payload.get("tags", []) if isinstance(tag, str)]
@@ -189,6 +194,8 @@ def article_html(row: sqlite3.Row) -> str:
         parts.append(f'<p class="standfirst">{html.escape(standfirst)}</p>')
     if byline:
         parts.append(f'<p class="byline">By {html.escape(byline)}</p>')
+    if correction:
+        parts.append(correction)
     parts.append(f'<div class="body">\n{nh3.clean(rendered.get("content_html", ""))}\n</div>')
     if section or tags:
         filed = [html.escape(section)] if section else []

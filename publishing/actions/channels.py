@@ -12,9 +12,10 @@ from django.utils import timezone
 from publishing.credentials import seal
 from publishing.errors import InvalidInput, NotFound
 from publishing.identities import PRIMARY_CHANNEL
-from publishing.models import Brief, Channel, Publication
+from publishing.models import Brief, Channel, Publication, Revision
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.channel_sets import get_channel_set
+from publishing.selectors.corrections import channel_order, list_holding_channels
 from workers.actions.gates import set_channel_rate
 from workers.audit import record_audit_event
 from workers.models import Operation
@@ -40,9 +41,7 @@ def check_channel_set(brief: Brief, requested: object) -> list[Channel]:
         if not chosen:
             raise InvalidInput("No enabled channel to publish to: an operator enables one in the admin.")
         return chosen
-    if not isinstance(requested, list | tuple) or not all(isinstance(slug, str) for slug in requested):
-        raise InvalidInput('Channels must be a list of channel slugs, e.g. ["web", "partner-feed"].')
-    slugs = list(dict.fromkeys(requested))
+    slugs = _requested_slugs(requested)
     if not slugs:
         raise InvalidInput("Choose at least one channel to publish to.")
     found = {channel.slug: channel for channel in Channel.objects.filter(slug__in=slugs)}
@@ -53,7 +52,43 @@ def check_channel_set(brief: Brief, requested: object) -> list[Channel]:
     if disabled:
         names = ", ".join(map(repr, disabled))
         raise InvalidInput(f"Channel {names} is disabled; an operator enables it in the admin.")
-    return [found[slug] for slug in sorted(slugs, key=lambda slug: (slug != PRIMARY_CHANNEL, slug))]
+    return [found[slug] for slug in sorted(slugs, key=channel_order)]
+
+
+def _requested_slugs(requested: object) -> list[str]:
+    """The slugs asked for, each once, in the order given; InvalidInput for anything but a list of slugs."""
+    if not isinstance(requested, list | tuple) or not all(isinstance(slug, str) for slug in requested):
+        raise InvalidInput('Channels must be a list of channel slugs, e.g. ["web", "partner-feed"].')
+    return list(dict.fromkeys(requested))
+
+
+def check_revision_channel_set(brief: Brief, revision: Revision, requested: object) -> list[Channel]:
+    """The channels the approval of `revision` freezes (docs/invariants.md#i14): check_channel_set's, except
+    for a correction (docs/invariants.md#i16), which goes to every channel holding an earlier revision of
+    the brief, disabled ones included (their publish waits for an operator, as any there does), and to
+    those only — plus any enabled channel the approver names besides them. `requested` None: the
+    holders alone. Refused (InvalidInput, nothing written): a choice that leaves out a holder, which
+    would keep showing the text being corrected."""
+    if not revision.payload.get("correction"):
+        return check_channel_set(brief, requested)
+    # Never empty: a correction is written only once some channel holds the brief
+    # (publishing.actions.revisions.check_may_correct), and publications are never deleted. A channel an
+    # earlier revision is still on its way to is one (list_holding_channels): left out, it would end
+    # up with the text being corrected.
+    holders = list_holding_channels(brief, before=revision.number)
+    slugs = [] if requested is None else _requested_slugs(requested)
+    held = {holder.channel.slug: holder for holder in holders}
+    missing = [held[slug] for slug in held if requested is not None and slug not in slugs]
+    if missing:
+        named = "; ".join(f"{h.channel.name} ({h.channel.slug}) {h.holds}" for h in missing)
+        raise InvalidInput(
+            f"Revision {revision.number} is a correction: it must go to every channel holding an earlier revision "
+            f"of {brief.public_id}, and your choice leaves out {named}. Nothing was approved; choose "
+            "every channel that holds it, and any others."
+        )
+    extras = [slug for slug in slugs if slug not in held]
+    chosen = [holder.channel for holder in holders] + (check_channel_set(brief, extras) if extras else [])
+    return sorted(chosen, key=lambda channel: channel_order(channel.slug))
 
 
 def do_sync_channel_gate(channel: Channel) -> None:

@@ -18,13 +18,13 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from publishing.actions.revisions import check_create_revision
+from publishing.actions.revisions import check_create_revision, check_may_correct
 from publishing.errors import DraftConflict, DraftHeld, InvalidInput
 from publishing.models import Brief, Draft, EditorPresence, Revision
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.drafts import get_draft, get_draft_state, is_present
-from publishing.story import TEXT_FIELDS, clean_tags, max_chars, story_fields
+from publishing.story import TEXT_FIELDS, clean_correction_note, clean_tags, correction_mark, draft_fields, max_chars
 from publishing.validation import clean_number, clean_text
 from workers.audit import record_audit_event
 
@@ -38,13 +38,18 @@ def _number(value: Any, *, what: str) -> int:
 def clean_draft_story(values: Mapping[str, Any]) -> dict[str, Any]:
     """An unfinished story as typed: each field must be storable text within its limit, but may be
     empty (a headline not yet written); line ends are stored as LF, spaces as typed.
-    InvalidInput names the field to fix. clean_story checks it fully at submission."""
+    InvalidInput names the field to fix. clean_story checks it fully at submission.
+
+    The correction mark and note (docs/editorial.md#corrections) are kept as typed too: a note without
+    the mark, or the mark without a note yet, is refused only at submission (clean_correction)."""
     story: dict[str, Any] = {}
     for field in TEXT_FIELDS:
         value = values.get(field.name, "")
         clean_text(value, field=field.label, max_chars=max_chars(field), required=False)
         story[field.name] = str(value).replace("\r\n", "\n").replace("\r", "\n")
     story["tags"] = clean_tags(values.get("tags"))
+    story["correction"] = correction_mark(values.get("correction"))
+    story["correction_note"] = clean_correction_note(values.get("correction_note"), required=False)
     return story
 
 
@@ -72,6 +77,9 @@ def check_save_draft(
     base = _number(base_number, what="revision")
     cleaned = clean_draft_story(story)
     brief = access_brief(public_id, acting_user=acting_user)
+    if cleaned["correction"]:
+        # The edit page offers the mark only for a published brief: one sent for another is forged.
+        check_may_correct(brief)
     draft = get_draft(brief, lock=True)
     if draft is None:
         brief = access_brief(public_id, acting_user=acting_user, lock=True)
@@ -157,6 +165,8 @@ def check_submit_draft(
         byline=story.get("byline", ""),
         section=story.get("section", ""),
         tags=story.get("tags"),
+        correction=story.get("correction"),
+        correction_note=story.get("correction_note"),
         acting_user=acting_user,
     )
     do_reset_draft(brief, draft, revision=revision, acting_user=acting_user)
@@ -168,7 +178,7 @@ def do_reset_draft(brief: Brief, draft: Draft | None, *, revision: Revision, act
     """The draft starts again from `revision`, held by nobody (the submitter is done with it), its
     version grown so every page still saving the old text is told (DraftConflict). Caller holds the
     brief's and the draft's row locks."""
-    story = story_fields(revision.payload)
+    story = draft_fields(revision.payload)
     return _write_draft(brief, draft, story=story, base_number=revision.number, acting_user=acting_user, holder=None)
 
 

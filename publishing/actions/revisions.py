@@ -15,9 +15,10 @@ from publishing.identities import revision_subject_id
 from publishing.models import Brief, Revision, SummaryRun
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
+from publishing.selectors.corrections import has_publication
 from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.selectors.summaries import get_canonical_artifacts
-from publishing.story import clean_story
+from publishing.story import clean_correction, clean_story
 from publishing.summary_rules import SuggestionTake, apply_suggestion
 from publishing.validation import clean_number
 from workers.audit import record_audit_event
@@ -66,10 +67,15 @@ def check_create_revision(
     byline: Any = "",
     section: Any = "",
     tags: Any = None,
+    correction: Any = False,
+    correction_note: Any = "",
 ) -> tuple[Revision, bool]:
     """Write the editor's story as the next revision of the brief, if nobody wrote one meanwhile.
 
     The story's fields are checked by publishing.story.clean_story; the optional ones may be left out.
+    `correction` (with its public `correction_note`) marks it a correction of what the brief's channels
+    hold (publishing.story.clean_correction); refused (InvalidInput, nothing written) on a brief that
+    nothing was published from yet.
 
     `base_number` is the revision the editor started from (0 for the first). Returns the
     revision and whether it was created. Raises RevisionConflict (nothing written) when a
@@ -81,8 +87,10 @@ def check_create_revision(
     )
     payload = clean_story(
         {"title": title, "standfirst": standfirst, "body": body, "byline": byline, "section": section, "tags": tags}
-    )
+    ) | clean_correction(correction, correction_note)
     brief = access_brief(public_id, acting_user=acting_user, lock=True)
+    if payload.get("correction"):
+        check_may_correct(brief)
     return do_create_revision(brief, base_number=base, payload=payload, acting_user=acting_user)
 
 
@@ -135,11 +143,21 @@ def do_create_revision(
             "status": brief.status,
             "latest_revision": revision.number,
             "payload_hash": digest,
+            **({"correction": True} if payload.get("correction") else {}),
             **({"restores_revision": restores} if restores is not None else {}),
         },
     )
     announce_revision_submitted(revision, acting_user=acting_user)
     return revision, True
+
+
+def check_may_correct(brief: Brief) -> None:
+    """Raises InvalidInput unless some channel holds the brief: a correction corrects what was published."""
+    if not has_publication(brief):
+        raise InvalidInput(
+            f"{brief.public_id} has not been published anywhere yet, so there is nothing to correct: submit it as "
+            "an ordinary revision, not marked as a correction."
+        )
 
 
 def check_use_suggestion(public_id: str, *, run_number: Any, take: Any, acting_user: AnyUser) -> tuple[Revision, bool]:

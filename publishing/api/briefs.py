@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Path, Query, Router, Schema
+from pydantic import StrictBool
 
 from approvals.policies import PolicyProgress, get_policy_progress
 from publishing.actions.briefs import check_create_brief, check_update_source_material
@@ -34,17 +35,20 @@ from publishing.models import Brief, BriefStatus, Publication, Revision, Summary
 from publishing.roles import can_view
 from publishing.selectors.briefs import BRIEF_LIST_ORDER, access_brief
 from publishing.selectors.channels import get_channel_receipts, list_brief_channel_slugs
+from publishing.selectors.corrections import list_corrections
 from publishing.selectors.publications import get_publication_state
 from publishing.selectors.retractions import list_channel_retractions
 from publishing.selectors.revisions import get_latest_revision, get_revision, list_revisions
 from publishing.selectors.summaries import get_pipeline_view
 from publishing.story import (
     BYLINE_MAX_CHARS,
+    CORRECTION_NOTE_MAX_CHARS,
     SECTION_MAX_CHARS,
     STANDFIRST_MAX_CHARS,
     TAG_MAX_CHARS,
     TAGS_MAX,
     TITLE_MAX_CHARS,
+    correction_note,
     story_fields,
 )
 from publishing.summary_rules import SuggestionTake
@@ -94,6 +98,24 @@ class SuggestionOut(Schema):
     body: str
 
 
+class CorrectionReachedOut(Schema):
+    channel: str = Field(description="The channel's slug.")
+    name: str
+    permalink: str
+    published_at: datetime | None = Field(description="When the channel applied the correction.")
+    verified_at: datetime | None = Field(description="When a read-back showed it there; null until then.")
+
+
+class CorrectionOut(Schema):
+    revision: int = Field(description="The revision that is the correction.")
+    note: str = Field(description="Its public correction note.")
+    created_at: datetime = Field(description="When it was written.")
+    author: str
+    channels: list[CorrectionReachedOut] = Field(
+        description="The channels it reached (applied there), the primary one first; empty until one did."
+    )
+
+
 class BriefDetailOut(BriefOut):
     source_material: str
     source_hash: str
@@ -110,6 +132,9 @@ class BriefDetailOut(BriefOut):
     retraction_reason: str = Field(description="Why the last retraction took it down; empty when never retracted.")
     retractions: list[RetractionOut] = Field(
         description="One per channel and revision a retraction took (or is taking) down; empty when never retracted."
+    )
+    corrections: list[CorrectionOut] = Field(
+        description="Its corrections, newest first (docs/editorial.md#corrections), each with the channels it reached."
     )
 
 
@@ -181,6 +206,18 @@ class RevisionIn(BodyIn):
     tags: list[Tag] | None = Field(
         None, max_length=TAGS_MAX, description="Words without commas; repeats (in any case) are kept once."
     )
+    # Strict: "yes" or 1 is no mark, and a 400, as the schema's boolean says.
+    correction: StrictBool | None = Field(
+        None,
+        description="Marks the revision a correction of what the brief's channels hold (a brief published "
+        "somewhere only); it then goes to every channel holding an earlier revision. Needs `correction_note`.",
+    )
+    correction_note: str | None = Field(
+        None,
+        max_length=CORRECTION_NOTE_MAX_CHARS,
+        pattern=NO_NUL,
+        description="A correction's public note, part of the published article; only with `correction`.",
+    )
 
 
 class RevisionOut(Schema):
@@ -194,6 +231,8 @@ class RevisionOut(Schema):
     byline: str
     section: str
     tags: list[str]
+    is_correction: bool = Field(description="The revision is a correction (its payload's `correction`).")
+    correction_note: str = Field(description="A correction's public note; empty for any other revision.")
     payload: dict[str, Any] = Field(description="The revision's story as hashed: empty optional fields left out.")
     payload_hash: str
     author: str
@@ -323,6 +362,7 @@ def brief_out(
             receipts=[receipt_out(receipt) for receipt in get_channel_receipts(brief)],
             retraction_reason=brief.retraction_reason,
             retractions=retractions_out(brief),
+            corrections=[CorrectionOut.model_validate(correction) for correction in list_corrections(brief)],
         )
     return out
 
@@ -362,6 +402,8 @@ def revision_out(revision: Revision, *, public_id: str) -> RevisionOut:
         brief_id=public_id,
         number=revision.number,
         **story_fields(revision.payload),
+        is_correction=revision.payload.get("correction") is True,
+        correction_note=correction_note(revision.payload),
         payload=revision.payload,
         payload_hash=revision.payload_hash,
         author=revision.author.get_username(),
@@ -569,6 +611,8 @@ def create_revision(
             byline=data.byline,
             section=data.section,
             tags=data.tags,
+            correction=data.correction,
+            correction_note=data.correction_note,
             acting_user=user,
         )
         return (201 if created else 200), revision_out(revision, public_id=revision.brief.public_id)

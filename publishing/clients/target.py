@@ -571,7 +571,8 @@ class WordPressClient(TargetClient):
     PLUGIN = "galley-publishing"
     # 2: lookups and read-backs report the post's live content (drift), and a republish is accepted.
     # 3: structured stories: the rendered story is the post's content, excerpt, tags, category and byline.
-    PLUGIN_VERSION = "3"
+    # 4: retraction (POST /v1/publications/{id}/retraction; "retracted"/"retracted_at" on look-ups and read-backs).
+    PLUGIN_VERSION = "4"
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from django.utils import timezone
 from publishing.models import Brief, Draft, EditorPresence
 from publishing.roles import AnyUser
 from publishing.selectors.revisions import get_latest_revision
-from publishing.story import story_fields
+from publishing.story import draft_fields
 
 # A page that has sent no heartbeat for this long is closed (or its machine asleep): it is no longer
 # shown and holds nothing, so no tab closed without a word leaves a lock behind.
@@ -53,7 +53,7 @@ def get_draft_state(brief: Brief) -> DraftState:
     draft = get_draft(brief)
     if draft is not None:
         return DraftState(
-            story=story_fields(draft.story),
+            story=draft_fields(draft.story),
             base_number=draft.base_number,
             version=draft.version,
             updated_by=draft.updated_by,
@@ -61,7 +61,7 @@ def get_draft_state(brief: Brief) -> DraftState:
             holder=draft.holder,
         )
     latest = get_latest_revision(brief)
-    story = story_fields(latest.payload if latest is not None else {"title": brief.title})
+    story = draft_fields(latest.payload if latest is not None else {"title": brief.title})
     return DraftState(
         story=story,
         base_number=latest.number if latest is not None else 0,

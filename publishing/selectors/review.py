@@ -16,6 +16,7 @@ from publishing.models import Brief, Channel, Revision
 from publishing.roles import AnyUser, Role, has_role, user_group_names
 from publishing.selectors.channel_sets import get_channel_options
 from publishing.selectors.channels import ChannelReceipt, get_channel_receipts
+from publishing.selectors.corrections import Holder, channel_order, list_holding_channels
 from publishing.selectors.publications import PublicationState, get_publication_state
 from publishing.selectors.revisions import (
     diff_revisions,
@@ -23,6 +24,7 @@ from publishing.selectors.revisions import (
     get_restored_number,
     get_revisions_by_number,
 )
+from publishing.story import correction_note
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,15 @@ class RevisionPage:
     may_restore: bool
     is_own_revision: bool
     # The decision form's channel choices: every enabled channel, and the slugs ticked at first (the brief's).
+    # For a correction, the channels holding the brief come first, ticked and locked in (`channels_locked`:
+    # the approval must keep them, docs/invariants.md#i16), disabled ones too; the others may be added.
     channel_choices: list[Channel]
     channels_ticked: set[str]
+    channels_locked: set[str]
+    # A correction's public note ("" for any other revision) and the channels it goes to as a correction:
+    # every one holding an earlier revision of the brief, with the revision each holds.
+    correction_note: str
+    correction_holders: list[Holder]
     # The channels an approval sends this revision to (docs/invariants.md#i14), and the enabled ones an
     # approver may still add to it ("also publish to").
     approval_channels: list[ApprovalChannel]
@@ -100,6 +109,17 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
     options = get_channel_options(brief) if may_decide or may_add else None
     approval_channels = list_approval_channels(revision) if valid_approval is not None else []
     sent_to = {row.channel_id for row in approval_channels}
+    note = correction_note(revision.payload)
+    holders = list_holding_channels(brief, before=revision.number) if note else []
+    choices = options.enabled if options is not None and may_decide else []
+    ticked = {channel.slug for channel in options.chosen} if options is not None and may_decide else set()
+    locked = {holder.channel.slug for holder in holders} if may_decide else set()
+    if locked:
+        held = [holder.channel for holder in holders]
+        choices = sorted(
+            [*held, *(c for c in choices if c.slug not in locked)], key=lambda channel: channel_order(channel.slug)
+        )
+        ticked = locked
     return RevisionPage(
         brief=brief,
         revision=revision,
@@ -127,8 +147,11 @@ def get_revision_page(brief: Brief, revision: Revision, *, viewer: AnyUser, with
         else _approval_note(policy, viewer=viewer),
         may_restore=not is_current and has_role(viewer, Role.EDITOR),
         is_own_revision=is_own_revision,
-        channel_choices=options.enabled if options is not None and may_decide else [],
-        channels_ticked={channel.slug for channel in options.chosen} if options is not None and may_decide else set(),
+        channel_choices=choices,
+        channels_ticked=ticked,
+        channels_locked=locked,
+        correction_note=note,
+        correction_holders=holders,
         approval_channels=approval_channels,
         addable_channels=[c for c in options.enabled if c.id not in sent_to] if options is not None and may_add else [],
     )

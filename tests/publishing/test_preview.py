@@ -215,3 +215,15 @@ def test_story_preview_partial__renders_alone_for_a_draft_payload_no_database():
     assert '<h3 class="story-headline">Harbour strike</h3>' in rendered
     assert "<p>Dockers walked out.</p>\n<p>Talks resume.</p>" in rendered
     assert "Ana Lima" in rendered
+
+
+def test_story_preview_partial__a_correction__shows_its_note_escaped__a_marked_draft_too():
+    """docs/editorial.md#corrections: readers see the note under the headline; the preview shows it there."""
+    payload = {"title": "T", "body": "x", "correction": True, "correction_note": "Said <b>Monday</b>."}
+    draft = {"title": "T", "body": "x", "correction": False, "correction_note": "Not yet marked."}
+
+    rendered = render_to_string("publishing/_story_preview.html", get_story_preview(payload))
+
+    shown = '<p class="story-correction" data-testid="story-correction">Correction: Said &lt;b&gt;Monday&lt;/b&gt;.</p>'
+    assert shown in rendered
+    assert "story-correction" not in render_to_string("publishing/_story_preview.html", get_story_preview(draft))

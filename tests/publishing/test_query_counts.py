@@ -39,8 +39,9 @@ DASHBOARD = 7
 # nav's counts; the review block (open assignment, the approvers to assign to, threads, their
 # replies); who else has the draft open. None of them is per revision, decision, comment or brief
 # in the list; the receipts per channel (the newest sent revision's publish and verify operations,
-# and, once something was sent, the channels with their publications: never one per channel).
-BRIEF_PAGE = 25
+# and, once something was sent, the channels with their publications: never one per channel); the
+# corrections with the channels each reached (one statement, publications aggregated beside each).
+BRIEF_PAGE = 26
 # The revision page (as tests/publishing/test_diff_views.py counts it): the brief, the revision, the
 # latest, the previous and published ones (one query), decisions, the restore note, the valid
 # approval, the publication state (operations with attempts, publication), the receipts per channel

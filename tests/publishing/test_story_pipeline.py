@@ -220,3 +220,15 @@ def test_reference_target_page__an_older_client_without_rendered__the_page_from_
     assert article == (
         "\n<h1>Harbour strike</h1>\n<p>Dockers *walked* out.</p>\n<p>&lt;b&gt;The port&lt;/b&gt; is closed.</p>\n"
     )
+
+
+@pytest.mark.parametrize("with_rendered", [True, False], ids=["rendered", "older-client"])
+def test_reference_target_page__a_corrections_note__shown_under_the_headline_as_text(target, with_rendered):
+    """docs/editorial.md#corrections: the note is in the hashed payload, and the page shows it, escaped."""
+    payload = {"title": "Harbour strike", "body": "Dockers walked out."}
+    payload |= {"correction": True, "correction_note": "<b>x</b>"}
+
+    article = article_of(page(publish_directly(target, payload, render_story(payload) if with_rendered else None)))
+
+    assert '<p class="correction">Correction: &lt;b&gt;x&lt;/b&gt;</p>' in article
+    assert article.index("<h1>") < article.index('class="correction"') < article.index("Dockers walked out.")

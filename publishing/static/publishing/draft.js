@@ -30,9 +30,14 @@ if (form) {
   let tookOverBy = ""; // who took the draft over from this page, said until it takes over back
   let theirs = null;
 
-  const story = () => Object.fromEntries(fields.map((field) => [field.dataset.draft, field.value]));
+  // A checkbox (the correction mark) counts as the form sends it: "1" when ticked, "" when not.
+  const valueOf = (field) => (field.type === "checkbox" ? (field.checked ? "1" : "") : field.value);
+  const story = () => Object.fromEntries(fields.map((field) => [field.dataset.draft, valueOf(field)]));
   const sameStory = (a, b) => fields.every((field) => (a[field.dataset.draft] || "") === (b[field.dataset.draft] || ""));
-  const fill = (values) => fields.forEach((field) => { field.value = values[field.dataset.draft] || ""; });
+  const fill = (values) => fields.forEach((field) => {
+    const value = values[field.dataset.draft] || "";
+    if (field.type === "checkbox") field.checked = value === "1"; else field.value = value;
+  });
   const clock = (date) => date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   const say = (state, text) => { status.dataset.state = state; status.textContent = text; };
   // The server's own rendering of the partial (publishing/_story_preview.html): its body was cleaned there.

@@ -394,9 +394,9 @@ def test_wordpress__speaks_the_protocol_under_the_plugin_namespace_with_basic_au
         (
             200,
             {"plugin": "galley-publishing", "version": "2", "fence": True},
-            "Galley needs galley-publishing version 3",
+            "Galley needs galley-publishing version 4",
         ),
-        (200, {"plugin": "galley-publishing", "version": "3", "fence": False}, "does not confirm its revision fence"),
+        (200, {"plugin": "galley-publishing", "version": "4", "fence": False}, "does not confirm its revision fence"),
     ],
     ids=["wrong-password", "no-plugin", "old-plugin", "no-fence"],
 )
@@ -407,10 +407,10 @@ def test_wordpress_check__says_what_is_wrong(status, body, expected):
 
 
 def test_wordpress_check__plugin_and_credentials_ok():
-    status = {"plugin": "galley-publishing", "version": "3", "fence": True, "user": "galley"}
+    status = {"plugin": "galley-publishing", "version": "4", "fence": True, "user": "galley"}
     with wordpress_client(answer(200, status)) as client:
         assert client.check() == (
-            "WordPress at http://wp.test: plugin galley-publishing 3, revision fence on, signed in as 'galley'"
+            "WordPress at http://wp.test: plugin galley-publishing 4, revision fence on, signed in as 'galley'"
         )
 
 
