@@ -569,7 +569,7 @@ def test_fence_warning__worker_startup_check_against_wordpress__confirmed_no_war
 
     outcome = run_startup_checks()["publishing target"]
 
-    assert outcome.startswith(f"ok: WordPress at {direct.url}: plugin galley-publishing 3, revision fence on")
+    assert outcome.startswith(f"ok: WordPress at {direct.url}: plugin galley-publishing 4, revision fence on")
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
@@ -577,7 +577,7 @@ def test_check_target__wordpress__plugin_and_credentials(direct, settings):
     out = StringIO()
     call_command("check_target", stdout=out)
     assert out.getvalue() == (
-        f"target ok: WordPress at {direct.url}: plugin galley-publishing 3, revision fence on, "
+        f"target ok: WordPress at {direct.url}: plugin galley-publishing 4, revision fence on, "
         f"signed in as {direct.user!r}\n"
     )
 
