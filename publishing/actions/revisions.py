@@ -30,7 +30,8 @@ BRIEF_TRANSITIONS: dict[str, set[str]] = {
     _S.DRAFTING: {_S.IN_REVIEW},
     _S.IN_REVIEW: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED},
     _S.CHANGES_REQUESTED: {_S.IN_REVIEW, _S.APPROVED, _S.CHANGES_REQUESTED},
-    _S.APPROVED: {_S.IN_REVIEW, _S.APPROVED, _S.PUBLISHED},
+    # approved → changes requested: its scheduled publication was cancelled (approvals.schedules, docs/schedules.md).
+    _S.APPROVED: {_S.IN_REVIEW, _S.APPROVED, _S.PUBLISHED, _S.CHANGES_REQUESTED},
     _S.PUBLISHED: {_S.IN_REVIEW},
 }
 
