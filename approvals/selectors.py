@@ -350,6 +350,11 @@ def _schedule_of(schedule: PublicationSchedule, revision: Revision) -> Schedule:
     )
 
 
+def get_schedule_of(schedule: PublicationSchedule) -> Schedule:
+    """What `schedule` stands at now (after a reschedule or a cancel, say)."""
+    return _schedule_of(schedule, schedule.completion.revision)
+
+
 def get_revision_schedule(revision: Revision) -> Schedule | None:
     """Revision N's schedule, or None when it was approved for "now" (or not yet approved). Three queries."""
     schedule = PublicationSchedule.objects.select_related("cancelled_by").filter(completion__revision=revision).first()

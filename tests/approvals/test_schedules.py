@@ -40,18 +40,6 @@ AMSTERDAM = "Europe/Amsterdam"
 CHANNELS = ["partner-feed", "web"]
 
 
-@pytest.fixture
-def targets(target, add_channel) -> dict[str, ReferenceTarget]:
-    """Two channels, each a reference target of its own: web (the primary) and partner-feed."""
-    return {"web": target, "partner-feed": add_channel("partner-feed")}
-
-
-@pytest.fixture
-def story(targets, editor) -> Brief:
-    """A brief going to both channels (created after partner-feed, a default channel)."""
-    return check_create_brief(title="Harbour strike", source_material=BODY, acting_user=editor)
-
-
 def approve(revision: Revision, *, by: Any, publish_at: Any = None, zone: Any = None) -> Approval:
     with transaction.atomic(durable=True):
         approval, _created = check_decide_revision(
