@@ -87,14 +87,30 @@ def publish_when_fields(form: DecisionForm) -> dict[str, Any]:
 
 def _schedule_block(context: template.Context, schedule: Schedule | None, *, brief: Brief) -> dict[str, Any]:
     return {
-        "schedule": schedule,
+        **_status(schedule),
         "brief": brief,
         "may_change": bool(schedule and schedule.may_change and context.get("is_approver")),
         "zones": zone_choices(),
-        # The countdown counts on the database's clock, not the browser's: schedule.js corrects by the difference.
-        "server_now": database_now() if schedule is not None and schedule.may_change else None,
         "csrf_token": context.get("csrf_token"),
     }
+
+
+@register.inclusion_tag("approvals/_schedule_status.html")
+def revision_schedule_status(revision: Revision) -> dict[str, Any]:
+    """The live part of revision_schedule, for the revision page's poll."""
+    return _status(get_revision_schedule(revision))
+
+
+@register.inclusion_tag("approvals/_schedule_status.html")
+def brief_schedule_status(brief: Brief) -> dict[str, Any]:
+    """The live part of brief_schedule, for the brief page's poll."""
+    return _status(get_schedule(brief))
+
+
+def _status(schedule: Schedule | None) -> dict[str, Any]:
+    # The countdown counts on the database's clock, not the browser's: schedule.js corrects by the difference.
+    server_now = database_now() if schedule is not None and schedule.may_change else None
+    return {"schedule": schedule, "server_now": server_now}
 
 
 @register.inclusion_tag("approvals/_schedule.html", takes_context=True)

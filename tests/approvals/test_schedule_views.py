@@ -58,7 +58,21 @@ def test_decision_form__publish_at__scheduled_on_every_channel__shown_in_zone_an
     assert 'data-countdown datetime="2027-03-28T08:00:00+00:00"' in page
     assert 'id="reschedule-form"' in page and 'id="cancel-schedule-form"' in page
     brief_page = client.get(story.get_absolute_url()).content.decode()
-    assert 'id="schedule"' in brief_page and "Embargoed until" in brief_page
+    assert 'data-testid="schedule"' in brief_page and "Embargoed until" in brief_page
+
+
+def test_schedule_status__in_the_pages_live_regions__redrawn_as_it_fires(client, story, revise, approver):
+    """The brief and revision pages' polls redraw the schedule's status (never its forms): a schedule set in
+    another tab appears, and a firing shows without a reload."""
+    revision = revise(story, BODY)
+    client.force_login(approver)
+    assert 'id="schedule"' in client.get(story.get_absolute_url()).content.decode()  # the region, empty
+    decide(client, revision, publish_when="at", publish_at="2027-03-28T10:00", zone="Europe/Amsterdam")
+    for path in (f"/briefs/{story.public_id}/live/", f"/briefs/{story.public_id}/revisions/1/live/"):
+        answer = client.get(path, headers={"HX-Request": "true"}).content.decode()
+        assert '<div id="schedule" aria-live="polite" hx-swap-oob="true">' in answer, path
+        assert 'data-state="waiting"' in answer and "2027-03-28 10:00 Europe/Amsterdam" in answer
+        assert "reschedule-form" not in answer and "<form" not in answer.split('id="schedule"')[1]
 
 
 def test_schedule_card__an_editor_sees_it_without_the_forms(client, story, revise, approver, editor):
@@ -67,7 +81,7 @@ def test_schedule_card__an_editor_sees_it_without_the_forms(client, story, revis
     decide(client, revision, publish_when="at", publish_at="2027-03-28T10:00", zone="Europe/Amsterdam")
     client.force_login(editor)
     page = client.get(revision.get_absolute_url()).content.decode()
-    assert 'id="schedule"' in page
+    assert 'data-testid="schedule"' in page
     assert 'id="reschedule-form"' not in page and 'id="cancel-schedule-form"' not in page
 
 
