@@ -154,19 +154,20 @@ def _locked_publishes(revision: Revision) -> list[Operation]:
     )
 
 
-def _refuse_unless_unclaimed(revision: Revision, schedule: PublicationSchedule, operations: list[Operation]) -> None:
-    """Raise unless every channel's publish is still unclaimed: a change moves all of them or none."""
+# Ended without being sent (superseded by a newer revision's approval, cancelled by an operator, past its deadline
+# unclaimed): nothing to move on that channel, and nothing fired there.
+ENDED_UNSENT = (OperationStatus.SUPERSEDED, OperationStatus.CANCELLED, OperationStatus.DEAD)
+
+
+def unclaimed_publishes(
+    revision: Revision, schedule: PublicationSchedule, operations: list[Operation]
+) -> list[Operation]:
+    """The publishes a change moves: every channel's that is still unclaimed (pending, no attempt). Raises
+    unless there is one and no channel's has fired: a change moves all of them or none."""
     what = f"Revision {revision.number}'s schedule"
     if schedule.cancelled_at is not None:
         raise DecisionAlreadyMade(f"{what} was cancelled; approve a new revision to publish it.")
-    superseded = [op for op in operations if op.status == OperationStatus.SUPERSEDED]
-    if superseded and len(superseded) == len(operations):
-        raise DecisionAlreadyMade(
-            f"{what} no longer applies: a newer revision was approved for its channels "
-            f"({superseded[0].last_error_message})."
-        )
-    fired = [op for op in operations if not (op.status == OperationStatus.PENDING and op.attempts == 0)]
-    fired = [op for op in fired if op.status != OperationStatus.SUPERSEDED]
+    fired = [op for op in operations if op.attempts > 0 or op.status not in (OperationStatus.PENDING, *ENDED_UNSENT)]
     if fired:
         first = (
             Attempt.objects.filter(operation__in=fired, number=1)
@@ -176,6 +177,11 @@ def _refuse_unless_unclaimed(revision: Revision, schedule: PublicationSchedule, 
         )
         where = f"{first[0]} at {_when(first[1], schedule.zone)}" if first else fired[0].channel
         raise ScheduleFired(f"{what} already fired on {where}: it can no longer be moved or cancelled on any channel.")
+    waiting = [op for op in operations if op.status == OperationStatus.PENDING]
+    if not waiting:
+        ended = operations[0].last_error_message if operations else "it has no publish left"
+        raise DecisionAlreadyMade(f"{what} no longer applies: no channel is waiting for it ({ended}).")
+    return waiting
 
 
 def _schedule_for(revision: Revision) -> PublicationSchedule:
@@ -218,8 +224,7 @@ def check_reschedule_publication(
     revision, schedule = _locked_schedule(public_id, revision_number, acting_user=acting_user)
     if revision.author_id == acting_user.pk:
         raise SelfApproval(f"You wrote revision {revision.number}, so you cannot reschedule it; another approver must.")
-    operations = _locked_publishes(revision)
-    _refuse_unless_unclaimed(revision, schedule, operations)
+    operations = unclaimed_publishes(revision, schedule, _locked_publishes(revision))
     if (schedule.publish_at, schedule.zone) == (request.at, request.zone):
         return schedule, False
     return do_reschedule_publication(
@@ -242,7 +247,7 @@ def do_reschedule_publication(
     request: ScheduleRequest,
     acting_user: User,
 ) -> PublicationSchedule:
-    """Caller holds the brief's, the schedule's and the operations' locks and found every operation unclaimed.
+    """Caller holds the brief's, the schedule's and the operations' locks; `operations` are the unclaimed ones.
 
     One guarded UPDATE (status pending, no attempt) moves T, the due time and the deadline (which runs from T)
     of every channel's publish, on the database clock."""
@@ -286,8 +291,7 @@ def check_cancel_schedule(
     revision, schedule = _locked_schedule(public_id, revision_number, acting_user=acting_user)
     if schedule.cancelled_at is not None:
         return schedule, False
-    operations = _locked_publishes(revision)
-    _refuse_unless_unclaimed(revision, schedule, operations)
+    operations = unclaimed_publishes(revision, schedule, _locked_publishes(revision))
     return do_cancel_schedule(
         revision, schedule=schedule, operations=operations, reason=reason, acting_user=acting_user
     ), True
@@ -302,7 +306,7 @@ def do_cancel_schedule(
     reason: str,
     acting_user: User,
 ) -> PublicationSchedule:
-    """Caller holds the locks of check_cancel_schedule and found every operation unclaimed.
+    """Caller holds the locks of check_cancel_schedule; `operations` are the unclaimed ones.
 
     The brief, when this revision is its latest and was waiting as approved, goes to "changes requested":
     the revision will not be published, and a new revision (approved again) is how it is published after

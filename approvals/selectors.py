@@ -270,7 +270,7 @@ class ScheduleState:
 
     WAITING = "waiting"  # no channel's publish claimed yet: embargoed until T
     FIRED = "fired"  # a worker claimed at least one channel's publish, at or after T
-    CANCELLED = "cancelled"  # an approver cancelled it before it fired
+    CANCELLED = "cancelled"  # an approver cancelled it before it fired (or an operator every channel's publish)
     SUPERSEDED = "superseded"  # a newer revision was approved for every one of its channels first
 
 
@@ -312,12 +312,15 @@ class Schedule:
 def _state(schedule: PublicationSchedule, firings: list[ChannelFiring]) -> str:
     if schedule.cancelled_at is not None:
         return ScheduleState.CANCELLED
-    unfired = (OperationStatus.PENDING, OperationStatus.SUPERSEDED)
-    if any(f.fired_at is not None or f.status not in unfired for f in firings):
+    unsent = (OperationStatus.PENDING, OperationStatus.SUPERSEDED, OperationStatus.CANCELLED, OperationStatus.DEAD)
+    if any(f.fired_at is not None or f.status not in unsent for f in firings):
         return ScheduleState.FIRED
-    if firings and all(f.status == OperationStatus.SUPERSEDED for f in firings):
+    if any(f.status == OperationStatus.PENDING for f in firings) or not firings:
+        return ScheduleState.WAITING
+    # Every channel's publish ended unsent: superseded by newer revisions, else cancelled by an operator.
+    if all(f.status == OperationStatus.SUPERSEDED for f in firings):
         return ScheduleState.SUPERSEDED
-    return ScheduleState.WAITING
+    return ScheduleState.CANCELLED
 
 
 def _schedule_of(schedule: PublicationSchedule, revision: Revision) -> Schedule:

@@ -457,3 +457,46 @@ def test_invariant_17__earlier_approval_at_t__completing_approval_now__publishes
     assert get_revision_schedule(revision) is None
     assert run_worker() == {"succeeded": 4}
     assert ledgers(targets) == {"partner-feed": [1], "web": [1]}
+
+
+def test_invariant_15__also_publish_while_embargoed__the_added_channel_waits_for_the_same_t(
+    story, revise, approver, approver2, add_channel
+):
+    from approvals.actions import check_also_publish
+
+    revision = revise(story, BODY)
+    approve(revision, by=approver, publish_at="2027-01-15T10:00", zone=AMSTERDAM)
+    add_channel("app", is_default=False)
+    with transaction.atomic(durable=True):
+        assert check_also_publish(story.public_id, revision_number=1, channel="app", acting_user=approver2)
+
+    t = datetime.datetime(2027, 1, 15, 9, 0, tzinfo=datetime.UTC)
+    assert [(op.channel, op.scheduled_for) for op in publishes(revision)] == [
+        ("app", t),
+        ("partner-feed", t),
+        ("web", t),
+    ]
+    assert claim_operations(worker_id="w-early", limit=10, kinds=[PUBLISH]) == []
+    # A reschedule moves the added channel with the others.
+    assert reschedule(revision, by=approver2, publish_at="2027-01-16T10:00", zone=AMSTERDAM)
+    assert {op.scheduled_for for op in publishes(revision)} == {t + datetime.timedelta(days=1)}
+
+
+def test_invariant_15__an_operator_cancelled_one_channel__reschedule_moves_the_others(
+    story, revise, approver, approver2, operator
+):
+    from workers.actions.operator import do_cancel_operation
+
+    revision = revise(story, BODY)
+    approve(revision, by=approver, publish_at="2027-01-15T10:00", zone=AMSTERDAM)
+    web = Operation.objects.get(kind=PUBLISH, channel="web")
+    with transaction.atomic(durable=True):
+        do_cancel_operation(web, reason="web is being retired", acting_user=operator)
+
+    assert reschedule(revision, by=approver2, publish_at="2027-01-16T10:00", zone=AMSTERDAM)
+    moved = datetime.datetime(2027, 1, 16, 9, 0, tzinfo=datetime.UTC)
+    assert [(op.channel, op.status, op.scheduled_for) for op in publishes(revision)] == [
+        ("partner-feed", "pending", moved),
+        ("web", "cancelled", datetime.datetime(2027, 1, 15, 9, 0, tzinfo=datetime.UTC)),
+    ]
+    assert get_revision_schedule(revision).state == ScheduleState.WAITING
