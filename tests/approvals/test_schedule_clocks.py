@@ -5,6 +5,7 @@ clock says; after T, running at the same moment, they make exactly one publicati
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -47,6 +49,7 @@ def drain_in_processes_whose_clocks_are_off(target_url: str) -> dict[str, dict[s
         GALLEY_TARGET_URL=target_url,
         GALLEY_TARGET_TOKEN=TOKEN,
         FAKETIME_DONT_FAKE_MONOTONIC="1",
+        TZ="UTC",
     )
 
     def run(name: str) -> dict[str, Any]:
@@ -67,9 +70,12 @@ def test_invariant_15__workers_10_minutes_fast_and_slow__nothing_early__one_publ
     targets, story, revise, approver, approver2
 ):
     revision = revise(story, BODY)
-    # Far enough ahead that the fast worker's clock (10 minutes on) is past it, the database's is not.
-    approve(revision, by=approver, publish_at=in_minutes(5), zone="Europe/Amsterdam")
-    t = publishes(revision)[0].scheduled_for
+    # Far enough ahead that the fast worker's clock (10 minutes on) is past it, the database's is not; given as
+    # Amsterdam's wall-clock time (no offset), as the web form sends it, to workers that run in UTC.
+    t = (database_now() + datetime.timedelta(minutes=5)).replace(microsecond=0)
+    local = t.astimezone(ZoneInfo("Europe/Amsterdam")).replace(tzinfo=None).isoformat()
+    approve(revision, by=approver, publish_at=local, zone="Europe/Amsterdam")
+    assert [op.scheduled_for for op in publishes(revision)] == [t, t]
 
     early = drain_in_processes_whose_clocks_are_off(targets["web"].url)
 
