@@ -319,6 +319,7 @@ def do_also_publish(
             "added": channel.slug,
             "payload_hash": revision.payload_hash,
             "operation": enqueued.operation.key,
+            **({"publish_at": scheduled_for.isoformat()} if scheduled_for is not None else {}),
         },
     )
 

@@ -111,6 +111,12 @@ def decide(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
             f"{schedule.zone} ({schedule.publish_at:%H:%M} UTC)"
             + (": that time has passed, so it is published now." if schedule.publish_at <= database_now() else "."),
         )
+    elif created and asked_a_time:
+        messages.success(
+            request,
+            f"{label}: revision {approval.revision.number}. Your publish time is recorded with your approval; the "
+            "approval that completes the policy decides when it is published.",
+        )
     elif created:
         messages.success(request, f"{label}: revision {approval.revision.number}.")
     else:

@@ -141,3 +141,19 @@ def test_reschedule_form__editor_refused__csrf_enforced(client, story, revise, a
     strict.force_login(approver)
     assert strict.post(base + "cancel/", {"reason": "hold"}).status_code == 403
     assert PublicationSchedule.objects.get().cancelled_at is None
+
+
+def test_decision_form__an_approval_that_does_not_complete__told_its_time_is_only_recorded(
+    client, targets, editor, revise, approver
+):
+    from publishing.actions.briefs import check_create_brief
+    from publishing.models import Desk
+
+    desk = Desk.objects.create(slug="politics", name="Politics", approvals_required=2)
+    brief = check_create_brief(title="Harbour strike", source_material=BODY, desk=desk.slug, acting_user=editor)
+    revision = revise(brief, BODY)
+    client.force_login(approver)
+    decide(client, revision, publish_when="at", publish_at="2027-03-28T10:00", zone="Europe/Amsterdam")
+    page = client.get(revision.get_absolute_url()).content.decode()
+    assert "the approval that completes the policy decides when it is published" in page
+    assert not PublicationSchedule.objects.exists()
