@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import Group, User
@@ -9,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
-from approvals.models import Approval, ApprovalChannel, ApprovalCompletion, Assignment, Comment
+from approvals.models import Approval, ApprovalChannel, ApprovalCompletion, Assignment, Comment, PublicationSchedule
 from approvals.notifications import (
     do_notify_assigned,
     do_notify_commented,
@@ -17,6 +18,7 @@ from approvals.notifications import (
     do_notify_review_needed,
 )
 from approvals.policies import Policy, get_policy
+from approvals.schedules import ScheduleRequest, clean_schedule, database_now, schedule_state
 from approvals.selectors import (
     get_approvers_group,
     get_open_assignment,
@@ -57,12 +59,17 @@ def check_decide_revision(
     decision: Any,
     comment: Any = "",
     channels: Any = None,
+    publish_at: Any = None,
+    zone: Any = None,
     acting_user: AnyUser,
 ) -> tuple[Approval, bool]:
     """Record the approver's decision on revision `revision_number` as reviewed with `payload_hash`;
     an approval freezes the channels it publishes to: `channels` (slugs) when given, else the brief's
     (publishing.actions.channels.check_channel_set; docs/invariants.md#i14) — for a correction, every
-    channel holding the brief, and any the approver adds (check_revision_channel_set; #i16).
+    channel holding the brief, and any the approver adds (check_revision_channel_set; #i16); and publishes now or, with
+    `publish_at` (ISO 8601, with an offset or read in the IANA `zone`), at that time T
+    (approvals.schedules.clean_schedule; docs/schedules.md). Only the approval that completes the policy
+    decides T; an earlier or later approval's time is in its audit record only.
 
     Locks the brief's row first (docs/architecture.md#lock-order), so a decision and a new revision of the
     same brief are serialised: a decision can only land on the revision that is current when it
@@ -80,6 +87,9 @@ def check_decide_revision(
     if not isinstance(payload_hash, str) or not payload_hash:
         raise InvalidInput("The payload hash of the revision you reviewed is missing; reload the page.")
     comment = clean_text(comment or "", field="Comment", max_chars=COMMENT_MAX_CHARS, required=False)
+    if decision != Approval.Decision.APPROVED and publish_at not in (None, ""):
+        raise InvalidInput("A request for changes publishes nothing, so it takes no publish time.")
+    schedule = clean_schedule(publish_at, zone) if decision == Approval.Decision.APPROVED else None
 
     brief = access_brief(public_id, acting_user=acting_user, lock=True)
     revision = get_revision(brief, number)
@@ -136,6 +146,7 @@ def check_decide_revision(
         comment=comment,
         channels=channel_set,
         policy=get_policy(brief),
+        schedule=schedule,
         acting_user=acting_user,
     )
     return decided, True
@@ -143,14 +154,22 @@ def check_decide_revision(
 
 @transaction.atomic(savepoint=False)
 def do_decide_revision(
-    revision: Revision, *, decision: str, comment: str, channels: list[Channel], policy: Policy, acting_user: User
+    revision: Revision,
+    *,
+    decision: str,
+    comment: str,
+    channels: list[Channel],
+    policy: Policy,
+    schedule: ScheduleRequest | None = None,
+    acting_user: User,
 ) -> Approval:
     """Caller holds the brief's row lock and has checked that `revision` is the current one.
 
     The decision counts towards `policy` (docs/policies.md), recording the approver's groups. The
     approval that completes the policy records the policy that applied (ApprovalCompletion, written only
     when the revision's decisions meet it; its unique index arbitrates), freezes its channel set
-    (`channels`: one ApprovalChannel row each) and writes one publish operation per channel, all in this
+    (`channels`: one ApprovalChannel row each) and writes one publish operation per channel, due now or at
+    `schedule`'s T (a PublicationSchedule row records it, docs/schedules.md), all in this
     transaction (docs/invariants.md#i5, #i14), their rows locked after the brief's, never before
     (docs/architecture.md#lock-order). An approval that does not complete it tells whoever is still needed.
     """
@@ -196,13 +215,19 @@ def do_decide_revision(
                 if decision == Approval.Decision.APPROVED
                 else {}
             ),
+            # An approval for "now" says nothing of time, as before schedules.
+            **(schedule_state(schedule) if schedule is not None else {}),
             **({"channels": [channel.slug for channel in channels]} if completed else {}),
         },
     )
     if completed:
         ApprovalChannel.objects.bulk_create([ApprovalChannel(approval=approval, channel=c) for c in channels])
+        if schedule is not None:
+            PublicationSchedule.objects.create(
+                completion=ApprovalCompletion.objects.get(approval=approval), publish_at=schedule.at, zone=schedule.zone
+            )
         for channel in channels:
-            do_request_publication(revision, channel=channel.slug)
+            do_request_publication(revision, channel=channel.slug, scheduled_for=schedule.at if schedule else None)
         do_emit_revision_approved(revision, acting_user=acting_user)
     waiting = (
         decision == Approval.Decision.APPROVED
@@ -272,16 +297,38 @@ def check_also_publish(public_id: str, *, revision_number: Any, channel: Any, ac
             f"Revision {corrected} is a correction of revision {revision.number} and was sent already: "
             f"{target.name} would show the text it corrects. Publish revision {corrected} there instead."
         )
-    do_also_publish(revision, approval=approval, channel=target, acting_user=acting_user)
+    schedule = PublicationSchedule.objects.filter(completion__revision=revision).first()
+    if schedule is not None and schedule.cancelled_at is not None:
+        raise DecisionAlreadyMade(
+            f"Revision {revision.number}'s scheduled publication was cancelled: it goes to no channel. "
+            "Approve a new revision to publish it."
+        )
+    # A channel added while the embargo holds waits for the same T; once T has passed it is due now.
+    waiting = schedule is not None and schedule.publish_at > database_now()
+    do_also_publish(
+        revision,
+        approval=approval,
+        channel=target,
+        scheduled_for=schedule.publish_at if schedule is not None and waiting else None,
+        acting_user=acting_user,
+    )
     return True
 
 
 @transaction.atomic(savepoint=False)
-def do_also_publish(revision: Revision, *, approval: Approval, channel: Channel, acting_user: User) -> None:
-    """Caller holds the brief's row lock and has checked the approval, the approver and the channel."""
+def do_also_publish(
+    revision: Revision,
+    *,
+    approval: Approval,
+    channel: Channel,
+    scheduled_for: datetime | None = None,
+    acting_user: User,
+) -> None:
+    """Caller holds the brief's row lock and has checked the approval, the approver and the channel;
+    `scheduled_for` is the revision's T while its embargo holds."""
     before = list(ApprovalChannel.objects.filter(approval__revision=revision).values_list("channel__slug", flat=True))
     ApprovalChannel.objects.create(approval=approval, channel=channel, added_by=acting_user)
-    enqueued = do_request_publication(revision, channel=channel.slug)
+    enqueued = do_request_publication(revision, channel=channel.slug, scheduled_for=scheduled_for)
     record_audit_event(
         acting_user=acting_user,
         event_type="revision.channel_added",
@@ -293,6 +340,7 @@ def do_also_publish(revision: Revision, *, approval: Approval, channel: Channel,
             "added": channel.slug,
             "payload_hash": revision.payload_hash,
             "operation": enqueued.operation.key,
+            **({"publish_at": scheduled_for.isoformat()} if scheduled_for is not None else {}),
         },
     )
 

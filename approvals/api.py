@@ -6,13 +6,23 @@ from datetime import datetime
 from typing import Annotated
 
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Router, Schema
 
 from approvals.actions import COMMENT_MAX_CHARS, check_also_publish, check_decide_revision
 from approvals.models import Decision
 from approvals.policies import get_policy_progress
-from publishing.api.briefs import BriefId, PolicyProgressOut, RevisionNumber, policy_progress_fields
+from approvals.schedules import CANCEL_REASON_MAX_CHARS, check_cancel_schedule, check_reschedule_publication
+from approvals.selectors import get_revision_schedule, get_schedule_of
+from publishing.api.briefs import (
+    BriefId,
+    PolicyProgressOut,
+    RevisionNumber,
+    ScheduleOut,
+    policy_progress_fields,
+    schedule_out,
+)
 from publishing.api.common import (
     NO_NUL,
     PAYLOAD_HASH,
@@ -28,6 +38,22 @@ router = Router(tags=["decisions"])
 CHANNEL_SLUG = r"^[a-z0-9][a-z0-9-]*$"
 
 
+PUBLISH_AT = Field(
+    None,
+    max_length=64,
+    pattern=NO_NUL,
+    description="When to publish (docs/schedules.md): ISO 8601 with an offset (2027-03-28T10:00+02:00), or a "
+    "local date and time read in `zone` (2027-03-28T10:00). Omitted: now. A time that the zone skips or shows "
+    "twice is refused (give the offset); one up to GALLEY_SCHEDULE_PAST_GRACE_SECONDS ago publishes now.",
+)
+ZONE = Field(
+    None,
+    max_length=64,
+    pattern=NO_NUL,
+    description="The IANA zone `publish_at` is given in and shown in (Europe/Amsterdam); omitted: the site's.",
+)
+
+
 class DecisionIn(BodyIn):
     decision: Decision
     payload_hash: str = Field(description="The payload hash of the revision you reviewed.", pattern=PAYLOAD_HASH)
@@ -39,6 +65,24 @@ class DecisionIn(BodyIn):
         description="An approval's channel slugs (GET /channels); omitted: the brief's channels. The approval "
         "freezes them: a channel added later receives this revision only through POST …/channels.",
     )
+    publish_at: str | None = PUBLISH_AT
+    zone: str | None = ZONE
+
+
+class RescheduleIn(BodyIn):
+    publish_at: str = Field(max_length=64, pattern=NO_NUL, description="The new time; as the decision's publish_at.")
+    zone: str | None = ZONE
+
+
+class CancelScheduleIn(BodyIn):
+    reason: str = Field(
+        min_length=1, max_length=CANCEL_REASON_MAX_CHARS, pattern=NO_NUL, description="Why: kept in the audit log."
+    )
+
+
+class ScheduleChangeOut(Schema):
+    changed: bool = Field(description="False when it was so already: nothing was written.")
+    schedule: ScheduleOut
 
 
 class ChannelIn(BodyIn):
@@ -56,6 +100,9 @@ class DecisionOut(PolicyProgressOut):
     comment: str
     created_at: datetime
     channels: list[str] = Field(description="The channels the approval publishes to (empty for a request for changes).")
+    schedule: ScheduleOut | None = Field(
+        description="When the revision publishes, as its completing approval decided; null for now."
+    )
 
 
 class ChannelAddedOut(Schema):
@@ -94,6 +141,8 @@ def decide_revision(
             decision=data.decision,
             comment=data.comment,
             channels=data.channels,
+            publish_at=data.publish_at,
+            zone=data.zone,
             acting_user=user,
         )
         out = DecisionOut(
@@ -105,6 +154,7 @@ def decide_revision(
             comment=approval.comment,
             created_at=approval.created_at,
             channels=list(approval.channel_rows.values_list("channel__slug", flat=True)),
+            schedule=schedule_out(schedule) if (schedule := get_revision_schedule(approval.revision)) else None,
             **policy_progress_fields(get_policy_progress(approval.revision)),
         )
         return (201 if created else 200), out
@@ -135,3 +185,49 @@ def also_publish(
         return (201 if added else 200), out
 
     return idempotent_post(request, idempotency_key, write)
+
+
+@router.post(
+    "/briefs/{brief_id}/revisions/{number}/schedule",
+    response={200: ScheduleChangeOut, **WRITE_PROBLEMS},
+    summary="Reschedule a scheduled publication",
+)
+def reschedule_publication(
+    request: HttpRequest,
+    brief_id: BriefId,
+    number: RevisionNumber,
+    data: RescheduleIn,
+    idempotency_key: str = idempotency_key_header(),
+) -> HttpResponse:
+    """Move scheduled revision `number` to a new time on every channel of its approval (Approvers, not the
+    revision's author), audited. 200 with the schedule; 400 for a bad time or zone, or a revision approved
+    for now; 409 once a worker claimed any channel's publish ("already fired on web at …"), or when it was
+    cancelled or superseded."""
+
+    def write(user: User) -> tuple[int, ScheduleChangeOut]:
+        schedule, changed = check_reschedule_publication(
+            brief_id, revision_number=number, publish_at=data.publish_at, zone=data.zone, acting_user=user
+        )
+        return 200, ScheduleChangeOut(changed=changed, schedule=schedule_out(get_schedule_of(schedule)))
+
+    return idempotent_post(request, idempotency_key, write)
+
+
+@router.delete(
+    "/briefs/{brief_id}/revisions/{number}/schedule",
+    response={200: ScheduleChangeOut, **WRITE_PROBLEMS},
+    summary="Cancel a scheduled publication",
+)
+def cancel_schedule(
+    request: HttpRequest, brief_id: BriefId, number: RevisionNumber, data: CancelScheduleIn
+) -> ScheduleChangeOut:
+    """Cancel scheduled revision `number` on every channel, with a `reason` (Approvers), audited: it will not
+    be published (a new revision, approved, publishes the story). 200; `changed` false when it was cancelled
+    already. 409 once a worker claimed any channel's publish. Idempotent as a DELETE is: no Idempotency-Key."""
+    user = request.auth  # type: ignore[attr-defined]
+    # A write of its own: one transaction holds the locks, the cancellation and its audit record.
+    with transaction.atomic(durable=True):
+        schedule, changed = check_cancel_schedule(
+            brief_id, revision_number=number, reason=data.reason, acting_user=user
+        )
+    return ScheduleChangeOut(changed=changed, schedule=schedule_out(get_schedule_of(schedule)))

@@ -18,3 +18,7 @@ class SelfApproval(GalleyError):
 
 class DecisionAlreadyMade(GalleyError):
     pass
+
+
+class ScheduleFired(DecisionAlreadyMade):
+    """A reschedule or cancel came after a worker had claimed a channel's publish: nothing was changed."""

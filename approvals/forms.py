@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+import functools
+from typing import Any
+from zoneinfo import available_timezones
+
 from django import forms
+from django.conf import settings
 
 from approvals.models import Approval
+from publishing.errors import InvalidInput
 from publishing.models import Revision
+
+# The decision form's "Publish now / at" values.
+NOW, AT = "now", "at"
 
 
 class DecisionForm(forms.Form):
@@ -35,11 +44,25 @@ class DecisionForm(forms.Form):
     )
     decision = forms.ChoiceField(choices=Approval.Decision.choices, widget=forms.HiddenInput, required=False)
     comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    # "Publish now / at": the time is the action's to check (approvals.schedules.clean_schedule); the form only
+    # shows what was typed and refuses a `publish_when` no page offers.
+    publish_when = forms.ChoiceField(
+        choices=[(NOW, "Publish now"), (AT, "Publish at")],
+        widget=forms.RadioSelect,
+        required=False,
+        initial=NOW,
+        error_messages={"invalid_choice": "The form's publish choice is neither now nor at; reload the page."},
+    )
+    publish_at = forms.CharField(
+        required=False, max_length=64, widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": 60})
+    )
+    zone = forms.CharField(required=False, max_length=64)
 
     def shape_errors(self, *, number: int) -> list[str]:
         """What is wrong with the form's hidden fields for a decision on revision `number`, if anything."""
         self.is_valid()
         errors = [str(error) for name in ("revision_number", "payload_hash") for error in self.errors.get(name, [])]
+        errors += [str(error) for error in self.errors.get("publish_when", [])]
         if not errors and self.cleaned_data["revision_number"] != number:
             errors.append(
                 f"This form is for revision {self.cleaned_data['revision_number']} but was sent to revision "
@@ -47,10 +70,31 @@ class DecisionForm(forms.Form):
             )
         return errors
 
+    def schedule(self) -> dict[str, Any]:
+        """The action's publish_at and zone: none unless the approver chose "Publish at" (call shape_errors first).
+        Raises InvalidInput for "Publish at" without a time."""
+        if self.cleaned_data.get("publish_when") != AT:
+            return {}
+        publish_at = self.data.get("publish_at", "")
+        if not str(publish_at).strip():
+            # "Publish at" with no time must never fall back to now: that would break the embargo meant.
+            raise InvalidInput("Choose the date and time to publish at, or choose Publish now.")
+        return {"publish_at": publish_at, "zone": self.data.get("zone", "")}
+
     @classmethod
     def for_revision(cls, revision: Revision) -> DecisionForm:
         """An unbound form carrying the revision's number and payload hash."""
         return cls(initial={"revision_number": revision.number, "payload_hash": revision.payload_hash})
+
+
+@functools.cache
+def zone_choices() -> list[str]:
+    """The IANA zones a schedule may be given in, for the zone select (the browser picks its own by default)."""
+    return sorted(available_timezones())
+
+
+def default_zone() -> str:
+    return str(settings.TIME_ZONE)
 
 
 class CommentForm(forms.Form):

@@ -81,6 +81,45 @@ class ApprovalCompletion(models.Model):
         return f"{self.revision} completed by approval {self.approval_id}"
 
 
+class PublicationSchedule(models.Model):
+    """The time T the approval that completed revision N's policy publishes it at, and the IANA zone it was
+    given in (docs/schedules.md): stored in UTC, shown in `zone`. An approval for "now" has none.
+
+    The claim reads T from the publish operations (workers.Operation.scheduled_for, the database clock);
+    this row is what the approver asked for, moved by a reschedule and ended by a cancel
+    (approvals.schedules), each audited, in the same transaction as the operations they move. Earlier
+    approvals' times are in their audit records only: the completing approval decides.
+
+    Database guards (migration 0007): one per completion (unique), so one per revision; T's zone is
+    never empty; cancelled_at, cancelled_by and a non-empty reason are set together, once (a cancelled
+    schedule is never moved nor cancelled again: trigger publication_schedule_final)."""
+
+    completion = models.OneToOneField(ApprovalCompletion, on_delete=models.PROTECT, related_name="schedule")
+    publish_at = models.DateTimeField(help_text="T in UTC: no channel receives the revision before it.")
+    zone = models.CharField(max_length=64, help_text="The IANA zone T was given in, and is shown in.")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    cancel_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(zone=""), name="publication_schedule_zone_not_empty"),
+            models.CheckConstraint(
+                condition=models.Q(cancelled_at__isnull=True, cancelled_by__isnull=True, cancel_reason="")
+                | (models.Q(cancelled_at__isnull=False, cancelled_by__isnull=False) & ~models.Q(cancel_reason="")),
+                name="publication_schedule_cancel_complete",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"completion {self.completion_id} at {self.publish_at.isoformat()} ({self.zone})"
+
+
 class ApprovalChannel(models.Model):
     """A channel an approval sends its revision to: the set frozen when it was given (`added_by` empty),
     or one an approver added later with "also publish to" (`added_by` names them). No channel receives

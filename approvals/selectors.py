@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.contrib.auth.models import Group, User
 from django.contrib.postgres.fields import ArrayField
@@ -22,11 +24,21 @@ from django.db.models import (
 from django.db.models.sql.compiler import SQLCompiler
 from psycopg.rows import dict_row
 
-from approvals.models import Approval, ApprovalChannel, ApprovalCompletion, Assignment, Comment, Notification
+from approvals.models import (
+    Approval,
+    ApprovalChannel,
+    ApprovalCompletion,
+    Assignment,
+    Comment,
+    Notification,
+    PublicationSchedule,
+)
 from approvals.sql import VALID_APPROVAL_SQL, current_shortfall
+from publishing.identities import PUBLISH
 from publishing.models import Brief, Revision, current_headline
 from publishing.roles import Role, user_group_names
 from publishing.sql import from_row
+from workers.models import Attempt, Operation, OperationStatus
 from workers.prepared import execute_prepared
 
 
@@ -248,3 +260,116 @@ def get_superseding_revision_number(notification: Notification) -> int | None:
         .first()
     )
     return latest
+
+
+# --- Schedules (docs/schedules.md) -----------------------------------------------------------------------
+
+
+class ScheduleState:
+    """Where a schedule stands, derived from its publish operations (never stored twice)."""
+
+    WAITING = "waiting"  # no channel's publish claimed yet: embargoed until T
+    FIRED = "fired"  # a worker claimed at least one channel's publish, at or after T
+    CANCELLED = "cancelled"  # an approver cancelled it before it fired (or an operator every channel's publish)
+    SUPERSEDED = "superseded"  # a newer revision was approved for every one of its channels first
+
+
+@dataclass(frozen=True)
+class ChannelFiring:
+    """One channel's publish of a scheduled revision: its status, when its first attempt started (the
+    firing) and how late that was after T, both on the database clock; None while it has not fired."""
+
+    channel: str
+    status: str
+    scheduled_for: datetime | None
+    fired_at: datetime | None
+    lateness: timedelta | None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A revision's publication schedule: T (UTC), its zone, its state and each channel's firing."""
+
+    revision: int
+    publish_at: datetime
+    zone: str
+    state: str
+    channels: list[ChannelFiring]
+    cancelled_at: datetime | None
+    cancelled_by: str
+    cancel_reason: str
+
+    @property
+    def local(self) -> datetime:
+        """T in the zone it was given in."""
+        return self.publish_at.astimezone(ZoneInfo(self.zone))
+
+    @property
+    def may_change(self) -> bool:
+        return self.state == ScheduleState.WAITING
+
+
+def _state(schedule: PublicationSchedule, firings: list[ChannelFiring]) -> str:
+    if schedule.cancelled_at is not None:
+        return ScheduleState.CANCELLED
+    unsent = (OperationStatus.PENDING, OperationStatus.SUPERSEDED, OperationStatus.CANCELLED, OperationStatus.DEAD)
+    if any(f.fired_at is not None or f.status not in unsent for f in firings):
+        return ScheduleState.FIRED
+    if any(f.status == OperationStatus.PENDING for f in firings) or not firings:
+        return ScheduleState.WAITING
+    # Every channel's publish ended unsent: superseded by newer revisions, else cancelled by an operator.
+    if all(f.status == OperationStatus.SUPERSEDED for f in firings):
+        return ScheduleState.SUPERSEDED
+    return ScheduleState.CANCELLED
+
+
+def _schedule_of(schedule: PublicationSchedule, revision: Revision) -> Schedule:
+    operations = list(
+        Operation.objects.for_subject("brief", revision.brief.public_id)
+        .filter(kind=PUBLISH, subject_version=revision.number)
+        .order_by("channel", "id")
+        .values("id", "channel", "status", "scheduled_for")
+    )
+    started = dict(
+        Attempt.objects.filter(operation_id__in=[op["id"] for op in operations], number=1).values_list(
+            "operation_id", "started_at"
+        )
+    )
+    firings = []
+    for op in operations:
+        fired_at = started.get(op["id"])
+        t = op["scheduled_for"]
+        lateness = fired_at - t if fired_at is not None and t is not None else None
+        firings.append(ChannelFiring(op["channel"], op["status"], t, fired_at, lateness))
+    return Schedule(
+        revision=revision.number,
+        publish_at=schedule.publish_at,
+        zone=schedule.zone,
+        state=_state(schedule, firings),
+        channels=firings,
+        cancelled_at=schedule.cancelled_at,
+        cancelled_by=schedule.cancelled_by.get_username() if schedule.cancelled_by else "",
+        cancel_reason=schedule.cancel_reason,
+    )
+
+
+def get_schedule_of(schedule: PublicationSchedule) -> Schedule:
+    """What `schedule` stands at now (after a reschedule or a cancel, say)."""
+    return _schedule_of(schedule, schedule.completion.revision)
+
+
+def get_revision_schedule(revision: Revision) -> Schedule | None:
+    """Revision N's schedule, or None when it was approved for "now" (or not yet approved). Three queries."""
+    schedule = PublicationSchedule.objects.select_related("cancelled_by").filter(completion__revision=revision).first()
+    return _schedule_of(schedule, revision) if schedule is not None else None
+
+
+def get_schedule(brief: Brief) -> Schedule | None:
+    """The schedule of the brief's newest scheduled revision (waiting, fired, cancelled or superseded), or None."""
+    schedule = (
+        PublicationSchedule.objects.select_related("cancelled_by", "completion__revision__brief")
+        .filter(completion__revision__brief=brief)
+        .order_by("-completion__revision__number")
+        .first()
+    )
+    return _schedule_of(schedule, schedule.completion.revision) if schedule is not None else None

@@ -8,6 +8,12 @@ app_name = "approvals"
 urlpatterns = [
     path("briefs/<str:public_id>/revisions/<int:number>/decision/", views.decide, name="decide"),
     path("briefs/<str:public_id>/revisions/<int:number>/channels/", views.also_publish, name="also_publish"),
+    path("briefs/<str:public_id>/revisions/<int:number>/schedule/", views.reschedule, name="reschedule"),
+    path(
+        "briefs/<str:public_id>/revisions/<int:number>/schedule/cancel/",
+        views.cancel_schedule,
+        name="cancel_schedule",
+    ),
     path("briefs/<str:public_id>/assign/", views.assign, name="assign"),
     path("briefs/<str:public_id>/revisions/<int:number>/comments/", views.comment, name="comment"),
     path("briefs/<str:public_id>/revisions/<int:number>/comments/resolve/", views.resolve, name="resolve"),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo
+
 from django.contrib import messages
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
@@ -20,7 +22,8 @@ from approvals.errors import DecisionAlreadyMade, SelfApproval, StaleApproval
 from approvals.forms import CommentForm, DecisionForm
 from approvals.models import Approval
 from approvals.notifications import do_mark_read
-from approvals.selectors import list_inbox, list_notifications
+from approvals.schedules import check_cancel_schedule, check_reschedule_publication, database_now
+from approvals.selectors import get_revision_schedule, list_inbox, list_notifications
 from publishing.errors import GalleyError, InvalidInput, NotFound, PermissionRefused
 from publishing.middleware import check_form_text, checks_own_form_text
 from publishing.roles import AnyUser, Role, can_view, require_reviewer, require_role
@@ -91,13 +94,30 @@ def decide(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
                 # A form that offered channels sends the ticked ones (none ticked is refused); one that
                 # did not (a single channel) leaves them to the brief.
                 channels=request.POST.getlist("channels") if request.POST.get("channels_offered") else None,
+                **(form.schedule() if request.POST.get("decision") == Approval.Decision.APPROVED else {}),
                 acting_user=request.user,
             )
     except GalleyError as exc:
         form.add_error(None, exc.message)
         return _revision_page_refused(request, public_id, number, exc, decision_form=form)
     label = Approval.Decision(approval.decision).label
-    if created:
+    # The completing approval's time, when it set one (an earlier approval's is only in its audit record).
+    asked_a_time = request.POST.get("decision") == Approval.Decision.APPROVED and bool(form.schedule())
+    schedule = get_revision_schedule(approval.revision) if created and asked_a_time else None
+    if schedule is not None:
+        messages.success(
+            request,
+            f"{label}: revision {approval.revision.number}, to be published at {schedule.local:%Y-%m-%d %H:%M} "
+            f"{schedule.zone} ({schedule.publish_at:%H:%M} UTC)"
+            + (": that time has passed, so it is published now." if schedule.publish_at <= database_now() else "."),
+        )
+    elif created and asked_a_time:
+        messages.success(
+            request,
+            f"{label}: revision {approval.revision.number}. Your publish time is recorded with your approval; the "
+            "approval that completes the policy decides when it is published.",
+        )
+    elif created:
         messages.success(request, f"{label}: revision {approval.revision.number}.")
     else:
         messages.info(request, f"You had already recorded “{label}” on revision {approval.revision.number}.")
@@ -119,6 +139,47 @@ def also_publish(request: HttpRequest, public_id: str, number: int) -> HttpRespo
         messages.success(request, f"Revision {number} will be published to {channel} too.")
     else:
         messages.info(request, f"Revision {number} was already going to {channel}.")
+    return redirect("publishing:revision", public_id, number)
+
+
+@require_POST
+def reschedule(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    """Move scheduled revision `number` to the posted time and zone on every channel, audited."""
+    try:
+        with transaction.atomic(durable=True):
+            schedule, changed = check_reschedule_publication(
+                public_id,
+                revision_number=number,
+                publish_at=request.POST.get("publish_at", ""),
+                zone=request.POST.get("zone", ""),
+                acting_user=request.user,
+            )
+    except GalleyError as exc:
+        return _refused(request, exc, title="Not rescheduled")
+    if changed:
+        when = schedule.publish_at.astimezone(ZoneInfo(schedule.zone))
+        messages.success(request, f"Revision {number} will be published at {when:%Y-%m-%d %H:%M} {schedule.zone}.")
+    else:
+        messages.info(request, f"Revision {number} was already scheduled for that time.")
+    return redirect("publishing:revision", public_id, number)
+
+
+@require_POST
+def cancel_schedule(request: HttpRequest, public_id: str, number: int) -> HttpResponse:
+    """Cancel scheduled revision `number` on every channel, with the posted reason, audited."""
+    try:
+        with transaction.atomic(durable=True):
+            _schedule, changed = check_cancel_schedule(
+                public_id, revision_number=number, reason=request.POST.get("reason", ""), acting_user=request.user
+            )
+    except GalleyError as exc:
+        return _refused(request, exc, title="Not cancelled")
+    if changed:
+        messages.success(
+            request, f"Revision {number} will not be published. To publish the story, approve a new revision."
+        )
+    else:
+        messages.info(request, f"Revision {number}'s schedule was already cancelled.")
     return redirect("publishing:revision", public_id, number)
 
 

@@ -203,6 +203,13 @@ GALLEY_METRICS_TOKEN = env.env_str("GALLEY_METRICS_TOKEN", "")
 # Largest revision body an editor may submit, in characters (bad input gets a clear message).
 GALLEY_MAX_BODY_CHARS = env.env_int("GALLEY_MAX_BODY_CHARS", 200_000)
 
+# Schedules (docs/schedules.md): how far ahead an approval may set its time T, and how long ago a T may be and
+# still be taken as "now" (the form sat open a while); a T further back is refused as a likely slip.
+GALLEY_SCHEDULE_MAX_DAYS = env.env_int("GALLEY_SCHEDULE_MAX_DAYS", 366)
+env.require(GALLEY_SCHEDULE_MAX_DAYS >= 1, "GALLEY_SCHEDULE_MAX_DAYS must be at least 1")
+GALLEY_SCHEDULE_PAST_GRACE_SECONDS = env.env_int("GALLEY_SCHEDULE_PAST_GRACE_SECONDS", 900)
+env.require(GALLEY_SCHEDULE_PAST_GRACE_SECONDS >= 0, "GALLEY_SCHEDULE_PAST_GRACE_SECONDS must not be negative")
+
 # --- The durable machinery (workers) -------------------------------------------------------------
 # Lease on the database clock; every target/AI call has a client timeout well under it, and a
 # handler makes at most two calls per attempt, so the lease outlives any attempt that is alive.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connections
@@ -44,9 +45,10 @@ def browser(monkeypatch) -> Iterator[Browser]:
             connections.close_all()
 
 
-def sign_in(browser: Browser, live_server, username: str) -> Page:
-    """A fresh browser context (its own cookies) signed in through the login form."""
-    page = browser.new_context().new_page()
+def sign_in(browser: Browser, live_server, username: str, **context: Any) -> Page:
+    """A fresh browser context (its own cookies; `context`: Playwright's options, e.g. timezone_id) signed in
+    through the login form."""
+    page = browser.new_context(**context).new_page()
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(f"{live_server.url}/")
     expect(page).to_have_url(f"{live_server.url}/login/?next=/")

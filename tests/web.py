@@ -32,7 +32,8 @@ def db_counts() -> dict[str, int]:
 
 
 class _FormParser(HTMLParser):
-    """Collects each <form>'s field values as a browser would submit them (text inputs, hidden, textarea).
+    """Collects each <form>'s field values as a browser would submit them (text inputs, hidden, textarea, the
+    checked radio button of a group).
 
     Fields outside any form are collected too, into one last pseudo-form.
     """
@@ -53,6 +54,9 @@ class _FormParser(HTMLParser):
         elif tag == "input" and attr.get("name"):
             if attr.get("type", "text") in {"submit", "button", "image"}:
                 self._current["_buttons"].append((attr["name"], attr.get("value", "")))
+            elif attr.get("type") == "radio":  # a browser sends the checked one of a group only
+                if "checked" in attr:
+                    self._current[attr["name"]] = attr.get("value", "")
             else:
                 self._current[attr["name"]] = attr.get("value", "")
         elif tag == "button" and attr.get("name"):

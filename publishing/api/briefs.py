@@ -13,6 +13,7 @@ from ninja import Field, Path, Query, Router, Schema
 from pydantic import StrictBool
 
 from approvals.policies import PolicyProgress, get_policy_progress
+from approvals.selectors import Schedule, get_revision_schedule, get_schedule
 from publishing.actions.briefs import check_create_brief, check_update_source_material
 from publishing.actions.legal import check_flag_legal_review, check_lift_legal_review
 from publishing.actions.retractions import check_retract_brief
@@ -116,6 +117,49 @@ class CorrectionOut(Schema):
     )
 
 
+class ChannelFiringOut(Schema):
+    channel: str
+    status: str = Field(description="The channel's publish operation's status (pending until it fires).")
+    fired_at: datetime | None = Field(description="When its first attempt started (database clock); null before.")
+    lateness_seconds: float | None = Field(description="fired_at minus publish_at; null before it fired.")
+
+
+class ScheduleOut(Schema):
+    """A revision's scheduled publication (docs/schedules.md)."""
+
+    revision: int
+    publish_at: datetime = Field(description="T in UTC: no channel receives the revision before it.")
+    zone: str = Field(description="The IANA zone T was given in.")
+    local_time: str = Field(description="T in that zone, ISO 8601 with its offset.")
+    state: str = Field(description="waiting | fired | cancelled | superseded")
+    channels: list[ChannelFiringOut]
+    cancelled_at: datetime | None
+    cancelled_by: str | None
+    cancel_reason: str
+
+
+def schedule_out(schedule: Schedule) -> ScheduleOut:
+    return ScheduleOut(
+        revision=schedule.revision,
+        publish_at=schedule.publish_at,
+        zone=schedule.zone,
+        local_time=schedule.local.isoformat(),
+        state=schedule.state,
+        channels=[
+            ChannelFiringOut(
+                channel=firing.channel,
+                status=firing.status,
+                fired_at=firing.fired_at,
+                lateness_seconds=firing.lateness.total_seconds() if firing.lateness is not None else None,
+            )
+            for firing in schedule.channels
+        ],
+        cancelled_at=schedule.cancelled_at,
+        cancelled_by=schedule.cancelled_by or None,
+        cancel_reason=schedule.cancel_reason,
+    )
+
+
 class BriefDetailOut(BriefOut):
     source_material: str
     source_hash: str
@@ -135,6 +179,9 @@ class BriefDetailOut(BriefOut):
     )
     corrections: list[CorrectionOut] = Field(
         description="Its corrections, newest first (docs/editorial.md#corrections), each with the channels it reached."
+    )
+    schedule: ScheduleOut | None = Field(
+        None, description="The newest scheduled revision's schedule; null when every approval published now."
     )
 
 
@@ -291,6 +338,9 @@ class RevisionDetailOut(RevisionOut, PolicyProgressOut):
     receipts: list[ChannelReceiptOut] = Field(
         description="One per channel an approval sent this revision to; empty when none did."
     )
+    schedule: ScheduleOut | None = Field(
+        None, description="When its approval publishes it (docs/schedules.md); null for now or not yet approved."
+    )
 
 
 class RevisionPage(Schema):
@@ -363,6 +413,7 @@ def brief_out(
             retraction_reason=brief.retraction_reason,
             retractions=retractions_out(brief),
             corrections=[CorrectionOut.model_validate(correction) for correction in list_corrections(brief)],
+            schedule=schedule_out(schedule) if (schedule := get_schedule(brief)) else None,
         )
     return out
 
@@ -633,6 +684,7 @@ def get_brief_revision(request: HttpRequest, brief_id: BriefId, number: Revision
         **revision_out(revision, public_id=brief.public_id).model_dump(),
         **policy_progress_fields(get_policy_progress(revision)),
         receipts=receipts,
+        schedule=schedule_out(schedule) if (schedule := get_revision_schedule(revision)) else None,
     )
 
 

@@ -310,8 +310,8 @@ def test_compare__post__405_and_nothing_written(client, editor, brief, revise):
 # previous and published revisions (one query), decisions, the restore note, the valid approval,
 # the publication state (operations with their attempts, publication), the receipts per channel
 # (the revision's publish and verify operations), the unread-notification count and the comment threads;
-# the approval policy card's completion, desk groups and count.
-REVISION_PAGE_QUERIES = 18
+# the approval policy card's completion, desk groups and count; the schedule card's look for a schedule.
+REVISION_PAGE_QUERIES = 19
 # The compare page: session, user, roles, the brief, the latest number, both revisions (one query),
 # the unread-notification count.
 COMPARE_PAGE_QUERIES = 7

@@ -40,14 +40,16 @@ DASHBOARD = 7
 # replies); who else has the draft open. None of them is per revision, decision, comment or brief
 # in the list; the receipts per channel (the newest sent revision's publish and verify operations,
 # and, once something was sent, the channels with their publications: never one per channel); the
-# corrections with the channels each reached (one statement, publications aggregated beside each).
-BRIEF_PAGE = 26
+# corrections with the channels each reached (one statement, publications aggregated beside each); the
+# schedule card's look for the newest schedule (docs/schedules.md: nothing more when there is none).
+BRIEF_PAGE = 27
 # The revision page (as tests/publishing/test_diff_views.py counts it): the brief, the revision, the
 # latest, the previous and published ones (one query), decisions, the restore note, the valid
 # approval, the publication state (operations with attempts, publication), the receipts per channel
 # (as on the brief page), the nav's counts, the comment threads; and the approval policy card's three
-# (the revision's completion, its desk's required groups, the policy's count: approvals.policies).
-REVISION_PAGE = 18
+# (the revision's completion, its desk's required groups, the policy's count: approvals.policies); the
+# schedule card's look for the revision's schedule (docs/schedules.md: nothing more when there is none).
+REVISION_PAGE = 19
 # An approver who may decide is offered the channels too (every enabled one and the brief's, one query).
 REVISION_PAGE_DECIDING = REVISION_PAGE + 1
 

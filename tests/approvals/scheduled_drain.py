@@ -1,0 +1,31 @@
+"""``faketime -f +10m python -m tests.approvals.scheduled_drain WORKER_ID``: one production drain of publishing's
+operations (workers.drain.drain, the real handlers and channels) by a worker process whose clock is whatever it was
+started with, on the database DATABASE_URL names. Prints one JSON line: the drain's outcomes, and what this
+process's clock and the database's said when it ended."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main(worker_id: str) -> None:
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from publishing.identities import PUBLISH, VERIFY
+    from workers.drain import drain, shutdown_pool
+
+    outcomes = drain(worker_id=worker_id, kinds=[PUBLISH, VERIFY], time_budget=60, idle_wait=1.0)
+    shutdown_pool()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT EXTRACT(EPOCH FROM statement_timestamp())")
+        (database_clock,) = cursor.fetchone()
+    print(json.dumps({"outcomes": dict(outcomes), "worker_time": time.time(), "database_clock": float(database_clock)}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
