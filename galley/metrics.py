@@ -178,7 +178,7 @@ class DatabaseCollector(Collector):
         )
         for kind_histogram in list_queue_time_histograms(bounds=QUEUE_TIME_BUCKETS):
             queue_time.add_metric(
-                [kind_histogram.kind],
+                [kind_histogram.label],
                 buckets=[
                     *((floatToGoString(bound), count) for bound, count in kind_histogram.buckets),
                     ("+Inf", kind_histogram.count),
