@@ -6,44 +6,23 @@ operator-needed hooks (the operators' notification and its email)."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from approvals.models import Notification
 from publishing.actions.overdue import do_alert_overdue_schedules
 from publishing.actions.publications import do_request_publication
 from publishing.identities import PUBLISH, SCHEDULE_OVERDUE, VERIFY, publish_key, schedule_overdue_key
-from publishing.models import Revision
 from publishing.selectors.overdue import count_overdue_schedules, get_overdue_by_key, list_overdue_schedules
 from publishing.tasks import alert_overdue_schedules
 from tests.concurrency import run_together
-from tests.publishing.handlers.test_publications import approve, run_worker
+from tests.publishing.handlers.test_publications import run_worker
+from tests.schedules import database_now
 from workers.actions.enqueue import supersede_waiting_operation
 from workers.models import AuditEvent, ChannelGate, Operation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
-
-
-def database_now() -> datetime.datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        return cursor.fetchone()[0]
-
-
-@pytest.fixture
-def schedule(approver) -> Callable[..., Operation]:
-    """schedule(revision, ago=s): revision approved, its publish scheduled for `ago` seconds before now
-    (database clock), as an approval for a time T writes it."""
-
-    def approve_for(revision: Revision, *, ago: float) -> Operation:
-        approve(revision, by=approver)
-        key = publish_key(revision.brief.public_id, revision.number)
-        Operation.objects.filter(key=key).update(scheduled_for=database_now() - datetime.timedelta(seconds=ago))
-        return Operation.objects.get(key=key)
-
-    return approve_for
 
 
 @pytest.fixture
