@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,7 +23,7 @@ from tests.web import client_for
 from workers.actions.gates import pause_channel, set_channel_rate
 from workers.actions.operator import do_retry_operation_now
 from workers.drain import drain
-from workers.models import Attempt, ChannelGate, Operation
+from workers.models import Attempt, ChannelGate
 
 METRICS = "/metrics"
 TOKEN = "scrape-me-please"
@@ -209,15 +209,9 @@ def test_metrics__multiprocess_dir__requests_of_every_process_summed(tmp_path: P
     assert float(result.stdout.strip()) == 2
 
 
-def _database_now() -> datetime.datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_i15_metrics__missed_schedule__overdue_gauge_then_lateness_once_per_operation(
-    target, brief, revise, approver, operator, settings
+    target, brief, revise, schedule, operator, settings
 ):
     """A schedule 2 minutes past its T is one overdue schedule (the gauge, from publishing.selectors.overdue);
     its lateness (first attempt's start - T) is observed once for its channel, though it took two attempts
@@ -225,10 +219,7 @@ def test_i15_metrics__missed_schedule__overdue_gauge_then_lateness_once_per_oper
     settings.GALLEY_SCHEDULE_LATENESS_SECONDS = 60
     client = client_for(operator)
     before = samples(client.get(METRICS))
-    revision = revise(brief, "Dockers walked out at dawn.")
-    approve(revision, by=approver)
-    publish = Operation.objects.get(key=publish_key(brief.public_id, revision.number))
-    Operation.objects.filter(id=publish.id).update(scheduled_for=_database_now() - datetime.timedelta(minutes=2))
+    publish = schedule(revise(brief, "Dockers walked out at dawn."), ago=120)
     assert value(samples(client.get(METRICS)), "galley_schedules_overdue") == 1
 
     settings.GALLEY_TARGET_TOKEN = "not-the-token"
