@@ -14,7 +14,6 @@ embargo broken: the round fails.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
@@ -32,11 +31,9 @@ from tests.benchmarks.support import (
     percentile,
     phase,
     start_run_workers,
-    tail,
     wait_for_lines,
 )
-from tests.benchmarks.throughput import SETTLE_SECONDS, commit_backlog
-from tests.processes import process_env, start
+from tests.benchmarks.throughput import SETTLE_SECONDS, commit_backlog, start_ceiling_workers, wait_for_ceiling_workers
 
 SPIKE_LEAD_SECONDS = 3  # T is this far past the next whole second when the spike is set
 
@@ -154,10 +151,6 @@ def ceiling_spike(bench: Bench, *, count: int, offset: int) -> SpikeRound:
     """The psycopg ceiling's `count` jobs, all due at one T; each worker polls every 5 ms until its first claim."""
     with bench.postgres.connect(CEILING) as conn:
         bulk.insert_pending_operations(conn, kind="bench-spike", count=count, first=offset)
-        conn.execute(
-            "UPDATE workers_operation SET next_attempt_at = statement_timestamp() + interval '1 hour' "
-            "WHERE kind = 'bench-spike' AND status = 'pending'"
-        )
     monitor = Monitor(bench.postgres, CEILING)
     try:
         due = _set_due(
@@ -169,19 +162,12 @@ def ceiling_spike(bench: Bench, *, count: int, offset: int) -> SpikeRound:
         )
     finally:
         monitor.close()
-    children = []
-    for number in range(bench.sizes.workers):
-        log = bench.logs / f"spike-ceiling-{offset}-{number}.log"
-        argv = ["-m", "tests.benchmarks.ceiling_worker", bench.url(CEILING), f"spike-{number}", str(due)]
-        children.append((start(argv, env=process_env(), log=log), log))
+    children = start_ceiling_workers(bench, name=f"spike-ceiling-{offset}", extra=(str(due),))
     try:
-        for process, log in children:
-            if process.wait(timeout=60 + count / 50) != 0:
-                raise BenchError(f"a ceiling worker failed\n{tail(log)}")
+        reports = wait_for_ceiling_workers(children, timeout=60 + count / 50)
     finally:
         for process, _ in children:
             halt(process)
-    reports = [json.loads(log.read_text().splitlines()[-1]) for _, log in children]
     claimed = [late for report in reports for late in report["claimed"]]
     completed = [late for report in reports for late in report["completed"]]
     if len(claimed) != count:
