@@ -41,7 +41,9 @@ from publishing.selectors.metrics import (
     list_ai_token_totals,
     list_channel_figures,
 )
+from publishing.selectors.overdue import count_overdue_schedules, list_schedule_lateness_histograms
 from workers.selectors import (
+    DurationHistogram,
     get_queue_summary,
     list_attempt_totals,
     list_channel_gates,
@@ -57,6 +59,9 @@ LATENCY_BUCKETS = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 4 * 36
 # Seconds from an operation becoming claimable to its claim: a woken worker claims in milliseconds,
 # a busy queue in seconds; minutes mean too few workers (or all of them stuck).
 QUEUE_TIME_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+# Seconds from a schedule's time T to its publish's first attempt: a ready worker starts within a second,
+# a spike of schedules due at once within seconds; minutes mean a paused channel or too few workers.
+LATENESS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 # Any other method is counted as "other", so a client cannot grow the label set.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -85,6 +90,21 @@ class RequestMetricsMiddleware:
         HTTP_REQUESTS.labels(method, route, str(response.status_code)).inc()
         HTTP_LATENCY.labels(method, route).observe(time.perf_counter() - started)
         return response
+
+
+def _histogram(name: str, help_text: str, label: str, histograms: list[DurationHistogram]) -> HistogramMetricFamily:
+    """A labelled histogram family from the database's cumulative counts (workers.selectors.histograms_of)."""
+    family = HistogramMetricFamily(name, help_text, labels=[label])
+    for histogram in histograms:
+        family.add_metric(
+            [histogram.label],
+            buckets=[
+                *((floatToGoString(bound), count) for bound, count in histogram.buckets),
+                ("+Inf", histogram.count),
+            ],
+            sum_value=histogram.sum_seconds,
+        )
+    return family
 
 
 class DatabaseCollector(Collector):
@@ -171,21 +191,23 @@ class DatabaseCollector(Collector):
             attempts.add_metric([tally.outcome, tally.error_kind], tally.count)
         yield attempts
 
-        queue_time = HistogramMetricFamily(
+        yield _histogram(
             "galley_queue_time_seconds",
             "From an operation becoming claimable (due, or its lease expired) to the claim, per attempt kept, by kind.",
-            labels=["kind"],
+            "kind",
+            list_queue_time_histograms(bounds=QUEUE_TIME_BUCKETS),
         )
-        for kind_histogram in list_queue_time_histograms(bounds=QUEUE_TIME_BUCKETS):
-            queue_time.add_metric(
-                [kind_histogram.kind],
-                buckets=[
-                    *((floatToGoString(bound), count) for bound, count in kind_histogram.buckets),
-                    ("+Inf", kind_histogram.count),
-                ],
-                sum_value=kind_histogram.sum_seconds,
-            )
-        yield queue_time
+        yield _histogram(
+            "galley_schedule_lateness_seconds",
+            "From a scheduled publish's time T to the start of its first attempt, once per operation kept, by channel.",
+            "channel",
+            list_schedule_lateness_histograms(bounds=LATENESS_BUCKETS),
+        )
+        yield GaugeMetricFamily(
+            "galley_schedules_overdue",
+            "Schedules not published and verified GALLEY_SCHEDULE_LATENESS_SECONDS after their time (database clock).",
+            value=count_overdue_schedules(),
+        )
 
         yield from self._per_channel()
 

@@ -254,6 +254,11 @@ GALLEY_DRAIN_IDLE_WAIT_SECONDS = env.env_float("GALLEY_DRAIN_IDLE_WAIT_SECONDS",
 GALLEY_SWEEP_SECONDS = env.env_float("GALLEY_SWEEP_SECONDS", 3.0)
 GALLEY_SWEEP_DURATION_SECONDS = env.env_float("GALLEY_SWEEP_DURATION_SECONDS", 55.0)
 GALLEY_RETENTION_DAYS = env.env_int("GALLEY_RETENTION_DAYS", 30)
+# A schedule is overdue when its publish is not published and verified on its channel this long after
+# its time T, by the database clock (publishing.selectors.overdue): operators are told once, and /ops,
+# the brief page and /metrics show it (docs/operations.md#overdue-schedules).
+GALLEY_SCHEDULE_LATENESS_SECONDS = env.env_int("GALLEY_SCHEDULE_LATENESS_SECONDS", 60)
+env.require(GALLEY_SCHEDULE_LATENESS_SECONDS >= 0, "GALLEY_SCHEDULE_LATENESS_SECONDS must be 0 or more")
 # Drift at the target: every 10 minutes the schedule `galley-drift-check` re-reads at most this many
 # published revisions (those checked longest ago first), so the target sees a bounded rate; 0 turns it
 # off. None is checked again sooner than GALLEY_DRIFT_CHECK_INTERVAL_MINUTES after its last check.

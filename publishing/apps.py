@@ -12,11 +12,21 @@ class PublishingConfig(AppConfig):
         # Handlers import models, which the app registry allows only once ready() runs.
         from publishing.actions.webhooks import do_emit_publication_problem
         from publishing.clients.target import check_configured_target
+        from publishing.handlers.overdue import handle_schedule_overdue
         from publishing.handlers.publications import handle_drift_check, handle_publish, handle_republish, handle_verify
         from publishing.handlers.retractions import handle_retract
         from publishing.handlers.summaries import handle_summary_step
         from publishing.handlers.webhooks import handle_webhook
-        from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, RETRACT, SUMMARY_STEP, VERIFY, WEBHOOK
+        from publishing.identities import (
+            DRIFT_CHECK,
+            PUBLISH,
+            REPUBLISH,
+            RETRACT,
+            SCHEDULE_OVERDUE,
+            SUMMARY_STEP,
+            VERIFY,
+            WEBHOOK,
+        )
         from workers.registry import register, register_operator_needed, register_startup_check
 
         register(PUBLISH, handle_publish)
@@ -26,6 +36,7 @@ class PublishingConfig(AppConfig):
         register(RETRACT, handle_retract)
         register(SUMMARY_STEP, handle_summary_step)
         register(WEBHOOK, handle_webhook)
+        register(SCHEDULE_OVERDUE, handle_schedule_overdue)
         # A publication that comes to need an operator is a webhook event, in the transaction recording it.
         register_operator_needed(do_emit_publication_problem)
         register_startup_check("publishing target", check_configured_target)

@@ -189,3 +189,12 @@ class BriefFilterForm(forms.Form):
         required=False,
         label="Channels",
     )
+    schedule = forms.ChoiceField(
+        choices=[
+            ("", "Any schedule"),
+            ("scheduled", "Scheduled, not yet fired"),
+            ("overdue", "Overdue schedule"),
+        ],
+        required=False,
+        label="Schedule",
+    )

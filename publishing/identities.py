@@ -105,6 +105,16 @@ def step_identity(public_id: str, source_hash: str, step: str) -> str:
     return f"{public_id}/summary/{source_hash}/{step}"
 
 
+# Telling operators that a schedule missed its time (publishing.actions.overdue): one per publish operation.
+SCHEDULE_OVERDUE = "schedule_overdue"
+
+
+def schedule_overdue_key(publish_key: str) -> str:
+    """`schedule-overdue:<publish key>`: the one alert of an overdue schedule. The key is unique, so of
+    any number of sweeps on any number of hosts exactly one writes it (docs/invariants.md#i15)."""
+    return f"schedule-overdue:{publish_key}"
+
+
 # One lifecycle event delivered to one webhook subscriber (publishing.handlers.webhooks).
 WEBHOOK = "webhook"
 

@@ -10,6 +10,7 @@ from django.db import transaction
 
 from publishing.actions.drift import do_enqueue_drift_checks
 from publishing.actions.idempotency import purge_idempotency_records
+from publishing.actions.overdue import do_alert_overdue_schedules
 from workers.outages import DATABASE_UNAVAILABLE, drop_broken_connections
 
 
@@ -41,4 +42,21 @@ def check_drift() -> int:
             )
     except DATABASE_UNAVAILABLE as problem:
         drop_broken_connections(problem, "enqueuing drift checks")
+        return 0
+
+
+# Alerts one sweep writes at most: a spike of missed schedules is told over a few minutes, not in one
+# transaction holding thousands of new rows.
+OVERDUE_ALERTS_PER_RUN = 500
+
+
+def alert_overdue_schedules() -> int:
+    """Every minute (workers.schedules): write the alert of each schedule newly overdue
+    (GALLEY_SCHEDULE_LATENESS_SECONDS past its time, docs/operations.md#overdue-schedules); returns how
+    many. Several hosts' runs at once write each alert once (publishing.actions.overdue)."""
+    try:
+        with transaction.atomic(durable=True):
+            return do_alert_overdue_schedules(limit=OVERDUE_ALERTS_PER_RUN)
+    except DATABASE_UNAVAILABLE as problem:
+        drop_broken_connections(problem, "alerting overdue schedules")
         return 0

@@ -82,13 +82,14 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 def _dashboard_context(request: HttpRequest) -> dict[str, Any]:
     filters = BriefFilterForm(request.GET or None)
-    query, status, partly = "", "", False
+    query, status, partly, scheduled = "", "", False, ""
     if filters.is_valid():
         query, status = filters.cleaned_data["q"], filters.cleaned_data["status"]
         partly = filters.cleaned_data["publication"] == "partial"
+        scheduled = filters.cleaned_data["schedule"]
     # The selector's aggregate (latest revision number) makes Django drop Meta.ordering, and
     # pages of an unordered list overlap and skip rows: order explicitly, newest first.
-    briefs = list_briefs(query=query, status=status, partly_published=partly)
+    briefs = list_briefs(query=query, status=status, partly_published=partly, schedule=scheduled)
     page = Paginator(briefs, BRIEFS_PER_PAGE).get_page(request.GET.get("page"))
     # list_briefs annotates each brief of a page with its latest revision number.
     badges = list_brief_badges((brief, getattr(brief, "latest_revision_number", None)) for brief in page)

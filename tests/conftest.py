@@ -14,6 +14,7 @@ from publishing.models import Brief, Revision
 from publishing.roles import LEGAL_GROUP, Role, ensure_role_groups
 from tests.browser import browser  # noqa: F401  (a fixture, for the browser tests of every app)
 from tests.reference_target import add_channel, start_target, target  # noqa: F401  (fixtures, for every app)
+from tests.schedules import schedule  # noqa: F401  (a fixture, for every app)
 from workers.drain import shutdown_pool
 
 # What makes a test an integration test (pyproject's `integration` marker): the acceptance and WordPress

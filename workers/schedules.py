@@ -16,6 +16,13 @@ SCHEDULES = [
         "schedule_type": Schedule.MINUTES,
         "minutes": 10,
     },
+    # Schedules past GALLEY_SCHEDULE_LATENESS_SECONDS tell operators, once each (docs/operations.md#overdue-schedules).
+    {
+        "name": "galley-overdue-schedules",
+        "func": "publishing.tasks.alert_overdue_schedules",
+        "schedule_type": Schedule.MINUTES,
+        "minutes": 1,
+    },
     {
         "name": "galley-purge-idempotency-keys",
         "func": "publishing.tasks.purge_idempotency_keys",

@@ -123,45 +123,56 @@ def list_attempt_totals() -> list[AttemptTally]:
 
 
 @dataclass(frozen=True)
-class QueueTimeHistogram:
-    """Cumulative counts of one operation kind's claims, as Prometheus reads a histogram: `buckets`
-    pairs each upper bound (seconds) with the number of claims that queued at most that long."""
+class DurationHistogram:
+    """Cumulative counts of durations, as Prometheus reads a histogram: `buckets` pairs each upper bound
+    (seconds) with the number of rows that took at most that long; `label` is the group's value (a kind,
+    a channel)."""
 
-    kind: str
+    label: str
     buckets: list[tuple[float, int]]
     count: int
     sum_seconds: float
 
 
-def list_queue_time_histograms(*, bounds: Sequence[float]) -> list[QueueTimeHistogram]:
-    """How long each kept attempt's operation waited between becoming claimable (due, or its lease
-    expired) and the claim that opened the attempt, bucketed by `bounds` (seconds, ascending), per
-    kind; one statement. Both times are the database's, so a worker's clock plays no part."""
-    queued = ExpressionWrapper(F("started_at") - F("due_at"), output_field=DurationField())
+def histograms_of(
+    attempts: QuerySet[Attempt], *, duration: ExpressionWrapper, by: str, bounds: Sequence[float]
+) -> list[DurationHistogram]:
+    """`duration` (an expression over each attempt row) bucketed by `bounds` (seconds, ascending), per
+    value of the column `by`, in one statement; the histograms of /metrics share it."""
     rows = (
-        Attempt.objects.filter(due_at__isnull=False)
-        .order_by()
-        .alias(queued=queued)
-        .values("operation__kind")
+        attempts.order_by()
+        .alias(measured=duration)
+        .values(by)
         .annotate(
             count=Count("id"),
-            total=Sum("queued"),
+            total=Sum("measured"),
             **{
-                f"le_{index}": Count("id", filter=Q(queued__lte=datetime.timedelta(seconds=bound)))
+                f"le_{index}": Count("id", filter=Q(measured__lte=datetime.timedelta(seconds=bound)))
                 for index, bound in enumerate(bounds)
             },
         )
-        .order_by("operation__kind")
+        .order_by(by)
     )
     return [
-        QueueTimeHistogram(
-            kind=row["operation__kind"],
+        DurationHistogram(
+            label=row[by],
             buckets=[(bound, row[f"le_{index}"]) for index, bound in enumerate(bounds)],
             count=row["count"],
             sum_seconds=row["total"].total_seconds() if row["total"] is not None else 0.0,
         )
         for row in rows
     ]
+
+
+def list_queue_time_histograms(*, bounds: Sequence[float]) -> list[DurationHistogram]:
+    """How long each kept attempt's operation waited between becoming claimable (due, or its lease
+    expired) and the claim that opened the attempt, bucketed by `bounds` (seconds, ascending), per
+    kind (the histogram's label); one statement. Both times are the database's, so a worker's clock
+    plays no part."""
+    queued = ExpressionWrapper(F("started_at") - F("due_at"), output_field=DurationField())
+    return histograms_of(
+        Attempt.objects.filter(due_at__isnull=False), duration=queued, by="operation__kind", bounds=bounds
+    )
 
 
 def list_dead_letters(*, limit: int) -> QuerySet[Operation]:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -26,6 +27,12 @@ from publishing.live import Partial, live_partial
 from publishing.roles import Role, require_role
 from publishing.selectors.briefs import list_headlines
 from publishing.selectors.metrics import ChannelFigures, list_channel_figures, list_publish_latency_per_minute
+from publishing.selectors.overdue import (
+    OverdueSchedule,
+    count_overdue_schedules,
+    list_overdue_schedules,
+    list_upcoming_schedules,
+)
 from workers.models import Attempt, Operation, OperationStatus
 from workers.selectors import (
     ChannelGateState,
@@ -122,6 +129,31 @@ def _problem_lists() -> dict[str, object]:
     }
 
 
+@dataclass(frozen=True)
+class OverdueRow:
+    schedule: OverdueSchedule
+    admin_url: str
+    overdue_by: str
+    headline: str
+
+
+def _schedule_context() -> dict[str, object]:
+    """The overdue schedules (publishing.selectors.overdue: the rule the alert and /metrics use), longest
+    overdue first, and the schedules still to fire per channel. Two statements when none is overdue; the
+    total is counted only when the list is cut at LISTED."""
+    overdue = list_overdue_schedules(limit=LISTED)
+    headlines = list_headlines(schedule.brief_id for schedule in overdue)
+    rows = [
+        OverdueRow(s, _admin_url(s.operation), duration(s.overdue_by), headlines.get(s.brief_id, "")) for s in overdue
+    ]
+    return {
+        "overdue_schedules": rows,
+        "overdue_total": len(rows) if len(rows) < LISTED else count_overdue_schedules(),
+        "upcoming_schedules": list_upcoming_schedules(),
+        "lateness_seconds": settings.GALLEY_SCHEDULE_LATENESS_SECONDS,
+    }
+
+
 def _channel_rows() -> list[tuple[ChannelFigures, str, ChannelGateState | None]]:
     """Each channel's figures, its oldest queued operation's age, and its gate (rate limit, pauses), if any."""
     gates = {gate.channel: gate for gate in list_channel_gates()}
@@ -203,6 +235,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         "attempt_totals": [(label, total) for label, _, total in attempt_series],
         "charts": charts,
         **_problem_lists(),
+        **_schedule_context(),
         "channel_rows": _channel_rows(),
         "window_minutes": WINDOW_MINUTES,
     }

@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import overload
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Upper
 
 from publishing.errors import NotFound, PermissionRefused
 from publishing.models import Brief, Revision, current_headline
 from publishing.roles import AnyUser, can_view
 from publishing.selectors.channels import only_partly_published, with_publication_counts
+from publishing.selectors.overdue import overdue_publishes, unfired_schedules
+
+# The dashboard's schedule filter: the briefs with a publish of each kind (publishing.selectors.overdue).
+SCHEDULE_FILTERS = {"scheduled": unfired_schedules, "overdue": overdue_publishes}
 
 
 def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) -> Brief:
@@ -72,10 +76,11 @@ class BriefList:
         return list(page)
 
 
-def list_briefs(*, query: str = "", status: str = "", partly_published: bool = False) -> BriefList:
+def list_briefs(*, query: str = "", status: str = "", partly_published: bool = False, schedule: str = "") -> BriefList:
     """Briefs newest first whose current headline or creation title contains `query`, or whose
     public id is `query`, in `status`; with `partly_published`, only those published on some of
-    their channels but not all."""
+    their channels but not all; with `schedule` "scheduled", only those with a schedule not yet fired,
+    "overdue", only those with an overdue schedule (SCHEDULE_FILTERS)."""
     briefs = Brief.objects.order_by(*BRIEF_LIST_ORDER)
     if query:
         # Public ids are lowercase (constraint brief_public_id_form): matching the lowered query
@@ -93,6 +98,9 @@ def list_briefs(*, query: str = "", status: str = "", partly_published: bool = F
         # Partial publication needs a publish operation and a verified publication: the subqueries
         # run per brief that passed the other filters, each an index probe.
         briefs = only_partly_published(briefs)
+    if schedule:
+        # A semi-join per brief that passed the other filters, on the subject index of the operations.
+        briefs = briefs.filter(Exists(SCHEDULE_FILTERS[schedule]().filter(subject_id=OuterRef("public_id"))))
     return BriefList(briefs)
 
 

@@ -8,6 +8,7 @@ operation for (the frozen set, invariant 14), not the brief's channels today."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from django.db.models import Exists, F, IntegerField, OuterRef, Q, QuerySet, Sub
 
 from publishing.identities import PRIMARY_CHANNEL, PUBLISH, VERIFY, revision_number
 from publishing.models import Brief, Channel, Publication, Revision
+from publishing.selectors.overdue import get_overdue_by_key
 from publishing.trouble import tell_retrying, tell_stopped
 from workers.models import Operation, OperationStatus
 
@@ -54,6 +56,11 @@ class ChannelReceipt:
     # approval's own set (filled in by the brief page: approvals.selectors.list_added_channels).
     added_by: str = ""
     added_at: datetime.datetime | None = None
+    # A schedule past GALLEY_SCHEDULE_LATENESS_SECONDS (publishing.selectors.overdue): its T, how late it is
+    # ("2 min") and why it waits; "" when it is not overdue.
+    scheduled_for: datetime.datetime | None = None
+    overdue_by: str = ""
+    overdue_why: str = ""
 
     @property
     def in_progress(self) -> bool:
@@ -147,7 +154,32 @@ def get_channel_receipts(brief: Brief, number: int | None = None) -> list[Channe
         _receipt(slug, revision, publish, verifies.get(slug), there.get(slug) or _OnChannel(slug))
         for slug, publish in publishes.items()
     ]
+    receipts = _with_overdue(receipts, publishes)
     return sorted(receipts, key=lambda receipt: (receipt.channel != PRIMARY_CHANNEL, receipt.name, receipt.channel))
+
+
+def _late(delta: datetime.timedelta) -> str:
+    seconds = max(int(delta.total_seconds()), 0)
+    return f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
+
+
+def _with_overdue(receipts: list[ChannelReceipt], publishes: dict[str, Operation]) -> list[ChannelReceipt]:
+    """The receipts, those of an overdue schedule saying so: by the overdue rule, asked only when a
+    scheduled publish is still on its way (so an unscheduled revision's page costs no query more)."""
+    waiting = [publishes[r.channel].key for r in receipts if publishes[r.channel].scheduled_for and r.in_progress]
+    overdue = get_overdue_by_key(waiting) if waiting else {}
+    marked = []
+    for receipt in receipts:
+        schedule = overdue.get(publishes[receipt.channel].key)
+        if schedule is not None:
+            receipt = dataclasses.replace(
+                receipt,
+                scheduled_for=schedule.scheduled_for,
+                overdue_by=_late(schedule.overdue_by),
+                overdue_why=schedule.why,
+            )
+        marked.append(receipt)
+    return marked
 
 
 class _Count(Subquery):

@@ -53,9 +53,10 @@ class Sizes:
     finished_small: int = 10_000  # finished operations beside the claims (the small database)
     finished_large: int = 1_000_000  # ... and in the large one
     claims: int = 300  # claims per probe
+    spike: int = 10_000  # publishes scheduled for one second T (and the ceiling's jobs due then), per round
     rss_operations: int = 100_000  # no-op operations one run_worker process runs for the RSS figure
     budget_seconds: float = 720.0  # the whole run; the RSS figure (last) stops when it runs out, saying how far it got
-    only: str = "throughput,roundtrips,latency,pages,claims,rss"  # which figures to run
+    only: str = "throughput,roundtrips,latency,pages,claims,spike,rss"  # which figures to run
 
     @classmethod
     def from_environment(cls) -> Sizes:

@@ -33,6 +33,9 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from subprocess import Popen
+from typing import Any
 
 from tests.benchmarks import bulk
 from tests.benchmarks.noop import noop
@@ -371,6 +374,25 @@ def procrastinate_round(bench: Bench, *, jobs: int) -> Measured:
     )
 
 
+def start_ceiling_workers(bench: Bench, *, name: str, extra: tuple[str, ...] = ()) -> list[tuple[Popen[str], Path]]:
+    """BENCH_WORKERS ceiling processes (tests/benchmarks/ceiling_worker.py) named `name`-<n>, with `extra` arguments."""
+    children = []
+    for number in range(bench.sizes.workers):
+        worker_id = f"{name}-{number}"
+        argv = ["-m", "tests.benchmarks.ceiling_worker", bench.url(CEILING), worker_id, *extra]
+        log = bench.logs / f"{worker_id}.log"
+        children.append((start(argv, env=process_env(), log=log), log))
+    return children
+
+
+def wait_for_ceiling_workers(children: list[tuple[Popen[str], Path]], *, timeout: float) -> list[dict[str, Any]]:
+    """Wait until every ceiling process exits, each within `timeout` s; their reports (last JSON lines)."""
+    for process, log in children:
+        if process.wait(timeout=timeout) != 0:
+            raise BenchError(f"a ceiling worker failed\n{tail(log)}")
+    return [json.loads(log.read_text().splitlines()[-1]) for _, log in children]
+
+
 def ceiling_round(bench: Bench, *, jobs: int, offset: int) -> Measured:
     """(b) The ceiling: 4 processes of plain psycopg (tests/benchmarks/ceiling_worker.py)."""
     with bench.postgres.connect(CEILING) as conn:
@@ -378,27 +400,20 @@ def ceiling_round(bench: Bench, *, jobs: int, offset: int) -> Measured:
     transactions_before = bench.postgres.xact_commits(CEILING)
     monitor = Monitor(bench.postgres, CEILING)
     monitor.close_gate("workers_operation")
-    children = []
-    for number in range(bench.sizes.workers):
-        log = bench.logs / f"ceiling-{offset}-{number}.log"
-        argv = ["-m", "tests.benchmarks.ceiling_worker", bench.url(CEILING), f"ceiling-{number}"]
-        children.append((start(argv, env=process_env(), log=log), log))
+    children = start_ceiling_workers(bench, name=f"ceiling-{offset}")
     groups = {"workers": [process.pid for process, _ in children], "postgres": [bench.postgres.postmaster_pid()]}
     try:
         with CpuMeter(groups, exclude={monitor.pid}) as meter:
             wait_for_lines(children, "ready")
             time.sleep(SETTLE_SECONDS)
             monitor.open_gate()
-            for process, log in children:
-                if process.wait(timeout=60 + jobs / 50) != 0:
-                    raise BenchError(f"a ceiling worker failed\n{tail(log)}")
+            reports = wait_for_ceiling_workers(children, timeout=60 + jobs / 50)
     finally:
         for process, _ in children:
             halt(process)
         monitor.close()
     time.sleep(0.5)
     transactions = bench.postgres.xact_commits(CEILING) - transactions_before - monitor.transactions
-    reports = [json.loads(log.read_text().splitlines()[-1]) for _, log in children]
     done = sum(report["jobs"] for report in reports)
     if done != jobs:
         raise BenchError(f"the ceiling workers finished {done} of {jobs} jobs")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -17,8 +18,10 @@ from publishing.actions.briefs import check_create_brief
 from publishing.identities import SUMMARY_STEP, publish_key
 from publishing.models import StepArtifact
 from tests.publishing.handlers.test_publications import approve, run_worker
+from tests.reference_target import TOKEN as TARGET_TOKEN
 from tests.web import client_for
 from workers.actions.gates import pause_channel, set_channel_rate
+from workers.actions.operator import do_retry_operation_now
 from workers.drain import drain
 from workers.models import Attempt, ChannelGate
 
@@ -204,3 +207,35 @@ def test_metrics__multiprocess_dir__requests_of_every_process_summed(tmp_path: P
         [sys.executable, "-c", read], env=env, check=True, timeout=120, capture_output=True, text=True
     )
     assert float(result.stdout.strip()) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_i15_metrics__missed_schedule__overdue_gauge_then_lateness_once_per_operation(
+    target, brief, revise, schedule, operator, settings
+):
+    """A schedule 2 minutes past its T is one overdue schedule (the gauge, from publishing.selectors.overdue);
+    its lateness (first attempt's start - T) is observed once for its channel, though it took two attempts
+    (the first refused: wrong credentials; an operator's retry published it)."""
+    settings.GALLEY_SCHEDULE_LATENESS_SECONDS = 60
+    client = client_for(operator)
+    before = samples(client.get(METRICS))
+    publish = schedule(revise(brief, "Dockers walked out at dawn."), ago=120)
+    assert value(samples(client.get(METRICS)), "galley_schedules_overdue") == 1
+
+    settings.GALLEY_TARGET_TOKEN = "not-the-token"
+    assert run_worker() == {"dead": 1}
+    settings.GALLEY_TARGET_TOKEN = TARGET_TOKEN
+    with transaction.atomic(durable=True):
+        assert do_retry_operation_now(publish, acting_user=operator)
+    assert run_worker() == {"succeeded": 2}
+    assert Attempt.objects.filter(operation=publish).count() == 2
+    after = samples(client.get(METRICS))
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert value(after, "galley_schedules_overdue") == 0
+    assert moved("galley_schedule_lateness_seconds_count", channel="web") == 1
+    assert moved("galley_schedule_lateness_seconds_bucket", channel="web", le="60.0") == 0  # two minutes late
+    assert moved("galley_schedule_lateness_seconds_bucket", channel="web", le="+Inf") == 1
+    assert moved("galley_schedule_lateness_seconds_sum", channel="web") >= 120

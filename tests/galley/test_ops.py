@@ -28,6 +28,7 @@ from tests.processes import BASE_DIR
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
 from workers.actions.enqueue import enqueue_operation
+from workers.actions.gates import pause_channel
 from workers.drain import drain
 from workers.models import Operation
 
@@ -187,7 +188,7 @@ def test_query_count__ops__constant_with_1000_briefs(operator, editor, django_as
     with django_assert_num_queries(few):
         response = client.get(OPS)
     assert response.context["queue_rows"][0][1] == [1000]  # summary steps, all pending
-    assert few <= 16  # session, user, roles, the nav's counts, and nine statements of ours
+    assert few <= 18  # session, user, roles, the nav's counts, and eleven statements of ours
 
 
 def _captured(client: Client) -> CaptureQueriesContext:
@@ -275,3 +276,25 @@ def test_ops__problem_lists__name_the_brief_by_its_current_headline(brief, revis
 
     dead_letters = re.search(r'<h2 id="ops-dead-heading">Dead letters</h2>(.*?)</section>', html, re.S).group(1)
     assert f'<span class="ops-brief">{brief.public_id} “Dockers stop the port”</span>' in dead_letters
+
+
+@pytest.mark.django_db(transaction=True)
+def test_i15_ops__overdue_schedule__listed_with_t_overdue_by_and_why_and_upcoming_counted(
+    brief, revise, schedule, editor, operator, settings
+):
+    """/ops lists the schedule the overdue rule finds (publishing.selectors.overdue), with its brief, revision,
+    channel, T, how late it is and why it waits (its channel's 429 pause, until when); a schedule still
+    ahead is counted per channel, not listed."""
+    settings.GALLEY_SCHEDULE_LATENESS_SECONDS = 60
+    overdue = schedule(revise(brief, "Dockers walked out at dawn."), ago=150)
+    pause_channel("web", seconds=180, reason="the target answered 429 Too Many Requests")
+    later = check_create_brief(title="Ferry timetable", source_material="Source.", acting_user=editor)
+    schedule(revise(later, "Ferries run again on Monday."), ago=-3600 + 60)
+
+    html = client_for(operator).get(OPS).content.decode()
+    section = re.search(r'<section aria-labelledby="ops-schedules-heading".*?</section>', html, re.S).group(0)
+    assert "1 overdue" in section
+    assert overdue.key in section and f"{brief.public_id}</a> “Harbour strike”, revision 1 on web" in section
+    assert re.search(r"overdue by 2 min \d+ s", section)
+    assert re.search(r"web waiting: the target answered 429 Too Many Requests until \d\d:\d\d:\d\d UTC", section)
+    assert re.search(r'<tr data-channel="web"><th scope="row">web</th><td>1</td><td>1</td>', section)

@@ -16,7 +16,9 @@ from publishing.identities import PRIMARY_CHANNEL, PUBLISH, VERIFY, publish_key,
 from publishing.models import Brief, Channel, Publication, Revision
 from publishing.selectors.briefs import list_briefs
 from publishing.selectors.channels import count_published_on, get_channel_receipts
+from tests.schedules import database_now
 from workers.actions.enqueue import enqueue_operation
+from workers.actions.gates import pause_channel
 from workers.errors import FailureKind
 from workers.models import Operation, OperationStatus
 
@@ -296,3 +298,58 @@ def test_revision_page__publication_card_is_the_primary_channels__another_channe
     assert 'id="publication" data-state="publishing"' in page
     assert 'data-testid="permalink"' not in page
     assert 'data-channel="partner-feed" data-state="verified"' in page
+
+
+def test_i15_receipt__overdue_schedule__says_scheduled_for_overdue_by_and_why_it_waits(
+    client, editor, brief, revision, channels, settings
+):
+    """The overdue rule (publishing.selectors.overdue) on the brief page: only the late channel's receipt
+    says so, with its T, how late it is and its channel's 429 pause until when."""
+    settings.GALLEY_SCHEDULE_LATENESS_SECONDS = 60
+    operations = {slug: send(revision, slug) for slug in channels}
+    for slug in ("partner-feed", "newsletter"):
+        ago = 150 if slug == "partner-feed" else 30  # the newsletter's T is within the lateness
+        Operation.objects.filter(id=operations[slug].id).update(
+            scheduled_for=database_now() - datetime.timedelta(seconds=ago)
+        )
+    until = pause_channel("partner-feed", seconds=180, reason="the target answered 429")
+
+    receipts = {receipt.channel: receipt for receipt in get_channel_receipts(brief)}
+    late = receipts["partner-feed"]
+    assert (late.state, late.overdue_by) == ("queued", "2 min")
+    assert late.overdue_why == f"partner-feed waiting: the target answered 429 until {until:%H:%M:%S} UTC"
+    assert receipts["newsletter"].overdue_by == receipts[PRIMARY_CHANNEL].overdue_by == ""
+    client.force_login(editor)
+    page = client.get(brief.get_absolute_url()).content.decode()
+    assert re.search(
+        r'scheduled for <time datetime="[^"]+">\d\d:\d\d</time> — <strong>overdue by 2 min</strong>; '
+        r"partner-feed waiting: the target answered 429 until",
+        page,
+    )
+    assert page.count('data-testid="receipt-overdue"') == 1
+
+
+def test_dashboard__schedule_filter__scheduled_and_overdue_briefs(client, editor, revise, settings):
+    """ "Scheduled": a schedule no worker has claimed yet (T ahead or just passed); "overdue": the overdue rule's."""
+    settings.GALLEY_SCHEDULE_LATENESS_SECONDS = 60
+    briefs = {}
+    for name, ago in (("ahead", -600), ("overdue", 600), ("unscheduled", None), ("fired", -600)):
+        brief = check_create_brief(title=f"Story {name}", source_material="", acting_user=editor)
+        publish = send(revise(brief, f"{name}."), PRIMARY_CHANNEL)
+        if ago is not None:
+            Operation.objects.filter(id=publish.id).update(
+                scheduled_for=database_now() - datetime.timedelta(seconds=ago)
+            )
+        if name == "fired":
+            move(publish, S.RUNNING)
+        briefs[name] = brief.public_id
+    client.force_login(editor)
+
+    def listed(schedule: str) -> set[str]:
+        html = client.get("/", {"schedule": schedule}).content.decode()
+        return {name for name, public_id in briefs.items() if f"/briefs/{public_id}/" in html}
+
+    assert listed("scheduled") == {"ahead", "overdue"}
+    assert listed("overdue") == {"overdue"}
+    assert listed("") == set(briefs)
+    assert '<option value="overdue" selected>' in client.get("/", {"schedule": "overdue"}).content.decode()

@@ -15,7 +15,7 @@ from publishing.actions.drift import do_enqueue_drift_checks
 from publishing.actions.idempotency import claim_idempotency_key, do_record_idempotent_response
 from publishing.identities import DRIFT_CHECK
 from publishing.models import IdempotencyRecord
-from publishing.tasks import check_drift, purge_idempotency_keys
+from publishing.tasks import alert_overdue_schedules, check_drift, purge_idempotency_keys
 from tests.publishing.handlers.test_publications import approve, assert_published, run_worker
 from tests.workers.test_database_restart import lose_the_connection
 from workers.models import Operation
@@ -136,3 +136,17 @@ def test_check_drift__reference_target__cannot_drift_nothing_enqueued_a_check_br
     assert run_worker(kinds=(DRIFT_CHECK,)) == {"succeeded": 1}
     assert Operation.objects.get(kind=DRIFT_CHECK).result == {"live_hash": None, "drift": False}
     assert_published(brief, revision)
+
+
+@pytest.mark.django_db
+def test_schedule__ensure_schedules__runs_the_overdue_schedule_alerts_every_minute_by_dotted_name():
+    ensure_schedules()
+    schedule = Schedule.objects.get(name="galley-overdue-schedules")
+    assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == (
+        "publishing.tasks.alert_overdue_schedules",
+        Schedule.MINUTES,
+        1,
+        -1,
+    )
+    module, name = schedule.func.rsplit(".", 1)
+    assert getattr(__import__(module, fromlist=[name]), name) is alert_overdue_schedules
