@@ -606,7 +606,8 @@ class Editorial:
         """None (publish now) or, for a share of the approvals, a time T a few seconds past the database's
         now (the claim's clock), in ISO 8601 with its offset as the API takes it. Drawn once per decision, so
         that retrying the action asks for the same T."""
-        if script.rng.random() >= self.config.scheduled_share:
+        # Without schedules no draw is made, so a seed replays the run it replayed before they existed.
+        if self.config.scheduled_share <= 0 or script.rng.random() >= self.config.scheduled_share:
             return None
         from approvals.schedules import database_now
 

@@ -23,10 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import transaction
 
-from approvals.actions import check_decide_revision
-from approvals.models import Approval
 from approvals.schedules import database_now
 from approvals.selectors import ScheduleState, get_revision_schedule
 from publishing.identities import PRIMARY_CHANNEL, PUBLISH, VERIFY, publish_key
@@ -41,6 +38,7 @@ from tests.acceptance.test_crash_points import (
     write_revision,
 )
 from tests.acceptance.test_crash_points import start_target as start_target_process  # noqa: F401  (a fixture)
+from tests.approvals.test_schedules import approve
 from tests.processes import Child, run_worker, stop, wait_until
 from workers.models import Attempt, Operation
 
@@ -65,17 +63,7 @@ def web(request: pytest.FixtureRequest) -> Target:
 def approve_at(revision: Revision, approver: Any, *, seconds_ahead: float) -> datetime.datetime:
     """Approve `revision` to publish `seconds_ahead` seconds after the database's now; returns that T."""
     t = database_now() + datetime.timedelta(seconds=seconds_ahead)
-    with transaction.atomic(durable=True):
-        _approval, created = check_decide_revision(
-            revision.brief.public_id,
-            revision_number=revision.number,
-            payload_hash=revision.payload_hash,
-            decision=Approval.Decision.APPROVED,
-            publish_at=t.isoformat(),
-            zone="Europe/Amsterdam",
-            acting_user=approver,
-        )
-    assert created
+    approve(revision, by=approver, publish_at=t.isoformat(), zone="Europe/Amsterdam")
     publishes = Operation.objects.filter(kind=PUBLISH)
     assert sorted(publishes.values_list("channel", "scheduled_for")) == [(slug, t) for slug in sorted(CHANNELS)]
     return t
