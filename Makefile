@@ -44,7 +44,8 @@ bench: $(BENCH_INSTALLED)
 
 # The chaos test (tests/chaos.py) at full size: about 200 briefs for a few minutes, on its own PostgreSQL
 # (which it restarts), with SIGKILLed workers and three faulty channels (two reference targets and a WordPress
-# of its own, as the WordPress tests start it); prints its figures, exits 1 on a broken invariant. Options go
+# of its own, as the WordPress tests start it), a share of the approvals scheduled a few seconds ahead
+# (--scheduled-share, 0.3 by default); prints its figures, exits 1 on a broken invariant. Options go
 # in CHAOS_ARGS (e.g. CHAOS_ARGS='--briefs 500 --seed 7'); `make test` runs a short one.
 chaos: $(INSTALLED) wordpress
 	$(PY) -m tests.chaos $(CHAOS_ARGS)

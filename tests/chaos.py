@@ -22,7 +22,9 @@ The chaos phase, for about ``--editorial-seconds``:
   approve revision N while the editor saves N+1 (the approval lands or is refused as stale); approve N,
   then write N+1 and approve it at once (N's publish still waiting or in flight); a second approver
   approving the same revision at the same moment or a little later; revisions left unapproved. Every
-  brief's last revision is approved;
+  brief's last revision is approved. A share of the approvals (``--scheduled-share``) ask to publish at a
+  time T a few seconds ahead (``publish_at`` and ``zone``, docs/schedules.md), so scheduled publishes
+  fall due while workers die and PostgreSQL restarts, and newer revisions supersede waiting ones;
 - a killer SIGKILLs a random worker every few seconds and starts a replacement;
 - a freezer: the first worker and every ``--freeze-every``-th replacement start armed with a freeze point
   (GALLEY_FREEZE_POINT, workers/crashpoints.py): at its first publish finalize, holding the brief's row
@@ -51,7 +53,12 @@ the posts carrying each brief), and on Galley's tables:
   the database);
 - nothing unfinished, no dead letter (the retry budget absorbs every injected fault), no conflict,
   no attempt left open, every claim with its attempt row, every application recorded by Galley;
-- no unexpected worker exit.
+- no unexpected worker exit;
+- schedules (docs/invariants.md#i15): nothing early (no attempt of a scheduled publish started before
+  its ``scheduled_for``, and no application at a target before it: the targets' clocks are this host's,
+  PostgreSQL's too; WordPress stamps whole seconds), nothing missed (every scheduled publish applied on
+  its channel, unless a newer revision superseded it); the lateness of each firing (its first attempt's
+  start after T) is reported as p50 and max.
 
 It prints its figures (operations, faults injected by kind, kills, PostgreSQL restarts, duplicates,
 regressions, lost intents, dead letters, durations; in all and per channel) and any violation,
@@ -63,6 +70,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import datetime
 import json
 import logging
 import os
@@ -71,6 +79,7 @@ import re
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -144,6 +153,8 @@ FREEZE_POINT = "in_finalize:publish"
 FROZEN_SECONDS = float(WORKER_SETTINGS["GALLEY_LEASE_SECONDS"]) + 2 * float(
     WORKER_SETTINGS["GALLEY_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS"]
 )
+# The zone a scheduled approval names (for display: its ISO time carries the offset that decides T).
+SCHEDULE_ZONE = "Europe/Amsterdam"
 EDITOR, FIRST_APPROVER, SECOND_APPROVER = "chaos-editor", "chaos-approver", "chaos-second-approver"
 # How long an action keeps retrying a lost database connection (the restart takes a few seconds).
 ACTION_RETRY_SECONDS = 90
@@ -170,6 +181,8 @@ class Config:
     restart_at: float = 0.5  # share of the chaos phase after which PostgreSQL restarts
     down_seconds: float = 2.0  # how long PostgreSQL stays down
     settle_seconds: float = 300.0  # at most, for the backlog to drain after the chaos phase
+    scheduled_share: float = 0.3  # share of the approvals that ask for a time T ahead (0: none)
+    schedule_ahead: tuple[float, float] = (1.0, 5.0)  # how far ahead of the database's now T is, drawn uniformly
     seed: int = 20250611
     workdir: Path | None = None  # logs (and the target's SQLite) go under it; a new temporary folder if None
 
@@ -187,6 +200,18 @@ class Figures:
     back_to_back_approvals: int = 0
     superseded: int = 0
     ordered_after_in_flight: int = 0
+    # Schedules: approvals that asked for a time, the publishes written with one, and how they ended.
+    scheduled_approvals: int = 0
+    scheduled_publishes: int = 0
+    scheduled_superseded: int = 0
+    scheduled_fired: int = 0
+    early: int = 0
+    missed: int = 0
+    lateness_p50_seconds: float = 0.0
+    lateness_max_seconds: float = 0.0
+    # For comparison: how long a publish for "now" waited for its first claim under the same chaos.
+    now_wait_p50_seconds: float = 0.0
+    now_wait_max_seconds: float = 0.0
     operations: dict[str, int] = field(default_factory=dict)
     operations_by_status: dict[str, int] = field(default_factory=dict)
     attempts: int = 0
@@ -249,6 +274,11 @@ class Figures:
             f"{self.back_to_back_approvals} (publishes superseded {self.superseded}, ordered after an older one "
             f"in flight {self.ordered_after_in_flight})",
             f"operations {sum(self.operations.values())} {self.operations}; by status {ops}",
+            f"schedules: approvals at a time {self.scheduled_approvals}; scheduled publishes "
+            f"{self.scheduled_publishes} (fired {self.scheduled_fired}, superseded {self.scheduled_superseded}); "
+            f"early {self.early}; missed {self.missed}; lateness p50 {self.lateness_p50_seconds:.2f} s, "
+            f"max {self.lateness_max_seconds:.2f} s (publishes for now: first claim after the approval p50 "
+            f"{self.now_wait_p50_seconds:.2f} s, max {self.now_wait_max_seconds:.2f} s)",
             f"attempts {self.attempts}; failed attempts by kind {self.attempts_by_error}",
             f"faults injected {sum(self.faults_injected.values())} {self.faults_injected}; "
             f"faults during settle: {self.faults_during_settle}",
@@ -572,8 +602,21 @@ class Editorial:
         script.written = number
         self.figures.add(revisions_written=1)
 
-    def approve(self, script: BriefScript, number: int, *, by: Any) -> str:
-        """'approved', 'stale' (a newer revision was saved first) or 'refused' (decided or published)."""
+    def publish_time(self, script: BriefScript) -> str | None:
+        """None (publish now) or, for a share of the approvals, a time T a few seconds past the database's
+        now (the claim's clock), in ISO 8601 with its offset as the API takes it. Drawn once per decision, so
+        that retrying the action asks for the same T."""
+        # Without schedules no draw is made, so a seed replays the run it replayed before they existed.
+        if self.config.scheduled_share <= 0 or script.rng.random() >= self.config.scheduled_share:
+            return None
+        from approvals.schedules import database_now
+
+        now = on_database(database_now, figures=self.figures, durable=False)
+        return (now + datetime.timedelta(seconds=script.rng.uniform(*self.config.schedule_ahead))).isoformat()
+
+    def approve(self, script: BriefScript, number: int, *, by: Any, publish_at: str | None = None) -> str:
+        """'approved', 'stale' (a newer revision was saved first) or 'refused' (decided or published).
+        With `publish_at`, the approval asks for that time T (a zone too, for display: the offset decides)."""
         from approvals.actions import check_decide_revision
         from approvals.errors import DecisionAlreadyMade, StaleApproval
         from approvals.models import Approval
@@ -585,6 +628,8 @@ class Editorial:
                     revision_number=number,
                     payload_hash=script.hashes[number],
                     decision=Approval.Decision.APPROVED,
+                    publish_at=publish_at,
+                    zone=SCHEDULE_ZONE if publish_at else None,
                     acting_user=by,
                 ),
                 figures=self.figures,
@@ -595,6 +640,7 @@ class Editorial:
             return "refused"
         with self.committed_lock:
             self.committed_approvals.add((script.public_id, number, by.username))
+        self.figures.add(scheduled_approvals=int(publish_at is not None))
         return "approved"
 
     def race(self, *calls: Callable[[], Any]) -> list[Any]:
@@ -639,8 +685,10 @@ class Editorial:
             # The approver approves N as the editor saves N+1: the approval lands first (and N's publish
             # is superseded or ordered before N+1's), or it is refused as stale.
             self.figures.add(races_approve_vs_new_revision=1)
+            at = self.publish_time(script)
             outcome, _ = self.race(
-                lambda: self.approve(script, number, by=self.approver), lambda: self.write(script, number + 1)
+                lambda: self.approve(script, number, by=self.approver, publish_at=at),
+                lambda: self.write(script, number + 1),
             )
             self.figures.add(approvals=int(outcome == "approved"), approvals_refused_as_stale=int(outcome == "stale"))
             return
@@ -654,22 +702,25 @@ class Editorial:
             for current in (number, number + 1):
                 if current > number:
                     self.write(script, current)
-                if (outcome := self.approve(script, current, by=self.approver)) != "approved":
+                at = self.publish_time(script)
+                if (outcome := self.approve(script, current, by=self.approver, publish_at=at)) != "approved":
                     raise ChaosError(f"{script.public_id}: approving the current revision {current} was {outcome}")
                 self.figures.add(approvals=1)
             script.needs_revision = number + 1 < script.revisions
             script.done = not script.needs_revision
             return
+        at = self.publish_time(script)
         if move == "approve":
-            outcome = self.approve(script, number, by=self.approver)
+            outcome = self.approve(script, number, by=self.approver, publish_at=at)
         else:
             # A second approver approves the same revision at once or a little later (maybe after it
             # was published, which is refused): never a second publication.
             self.figures.add(races_second_approver=1)
             delay = script.rng.choice([0.0, 0.0, script.rng.uniform(0.1, 2.0)])
+            # Both ask for the same time: whichever completes the policy decides it (docs/schedules.md#policy).
             outcome, second = self.race(
-                lambda: self.approve(script, number, by=self.approver),
-                lambda: time.sleep(delay) or self.approve(script, number, by=self.second),
+                lambda: self.approve(script, number, by=self.approver, publish_at=at),
+                lambda: time.sleep(delay) or self.approve(script, number, by=self.second, publish_at=at),
             )
             self.figures.add(
                 second_approvals=int(second == "approved"), second_approvals_refused=int(second != "approved")
@@ -757,11 +808,18 @@ def wordpress_ledger(wordpress: WordPress) -> list[dict[str, Any]]:
     """The plugin's publication rows in the order they were applied (a brief's rows are written under
     its brief row's lock, so their ids increase with its applications), as the reference ledger's rows."""
     rows = wordpress.sql(
-        "SELECT operation_key, brief_id, revision, payload_hash FROM wp_galley_publications ORDER BY id"
+        "SELECT operation_key, brief_id, revision, payload_hash, created_gmt FROM wp_galley_publications ORDER BY id"
     )
     return [
-        {"operation_key": key, "brief_id": brief_id, "revision": int(revision), "payload_hash": digest}
-        for key, brief_id, revision, digest in rows
+        {
+            "operation_key": key,
+            "brief_id": brief_id,
+            "revision": int(revision),
+            "payload_hash": digest,
+            # The plugin stamps whole seconds, UTC (gmdate), on this host's clock.
+            "applied_at": f"{created.replace(' ', 'T')}+00:00",
+        }
+        for key, brief_id, revision, digest, created in rows
     ]
 
 
@@ -856,8 +914,66 @@ def check(editorial: Editorial, channels: list[ChannelTarget], *, figures: Figur
     figures.lost_intents = len(lost)
     if lost:
         violations.append(f"lost intents: {lost[:10]}")
+    check_schedules(channels, figures=figures)
     if figures.unexpected_worker_exits:
         violations.append(f"workers exited without being killed: {figures.unexpected_exit_reasons}")
+
+
+def check_schedules(channels: list[ChannelTarget], *, figures: Figures) -> None:
+    """docs/invariants.md#i15 on every publish written with a time T (`scheduled_for`): no attempt started
+    before T and no application before it at its channel's target (nothing early); applied there unless a
+    newer revision superseded it (nothing missed); its lateness, the first attempt's start after T."""
+    from django.db.models import Min
+
+    from publishing.identities import PUBLISH
+    from workers.models import Attempt, Operation
+
+    scheduled = {op.key: op for op in Operation.objects.filter(kind=PUBLISH, scheduled_for__isnull=False)}
+    first_start: dict[str, datetime.datetime] = {}
+    early: list[str] = []
+    attempts = Attempt.objects.filter(operation__key__in=list(scheduled)).order_by("operation_id", "number")
+    for key, number, started in attempts.values_list("operation__key", "number", "started_at"):
+        first_start.setdefault(key, started)
+        if started < scheduled[key].scheduled_for:
+            early.append(f"{key}: attempt {number} started at {started}, before its T {scheduled[key].scheduled_for}")
+    applied = {row["operation_key"]: (channel.slug, row) for channel in channels for row in channel.ledger}
+    missed: list[str] = []
+    lateness: list[float] = []
+    for key, op in scheduled.items():
+        t = op.scheduled_for
+        if key in applied:
+            slug, row = applied[key]
+            # WordPress stamps whole seconds: an application in T's own second is not before it.
+            not_before = t.replace(microsecond=0) if slug == WORDPRESS_CHANNEL else t
+            if datetime.datetime.fromisoformat(row["applied_at"]) < not_before:
+                early.append(f"{key}: applied on {slug} at {row['applied_at']}, before its T {t}")
+        if op.status == "superseded":
+            continue
+        if op.status != "succeeded" or key not in applied or key not in first_start:
+            missed.append(f"{key} {op.status} (T {t}), applied: {key in applied}")
+            continue
+        lateness.append((first_start[key] - t).total_seconds())
+    figures.scheduled_publishes = len(scheduled)
+    figures.scheduled_superseded = sum(op.status == "superseded" for op in scheduled.values())
+    figures.scheduled_fired = len(lateness)
+    figures.early, figures.missed = len(early), len(missed)
+    if lateness:
+        figures.lateness_p50_seconds = statistics.median(lateness)
+        figures.lateness_max_seconds = max(lateness)
+    # The same wait for publishes for "now", from their creation (the approval's commit, give or take).
+    waits = [
+        (started - created).total_seconds()
+        for created, started in Operation.objects.filter(kind=PUBLISH, scheduled_for__isnull=True, status="succeeded")
+        .annotate(first_start=Min("attempt_set__started_at"))
+        .values_list("created_at", "first_start")
+    ]
+    if waits:
+        figures.now_wait_p50_seconds = statistics.median(waits)
+        figures.now_wait_max_seconds = max(waits)
+    if early:
+        figures.violations.append(f"scheduled publishes early: {early[:10]}")
+    if missed:
+        figures.violations.append(f"scheduled publishes missed: {missed[:10]}")
 
 
 def check_channel(
@@ -1196,6 +1312,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--restart-at", type=float, default=defaults.restart_at)
     parser.add_argument("--down-seconds", type=float, default=defaults.down_seconds)
     parser.add_argument("--settle-seconds", type=float, default=defaults.settle_seconds)
+    parser.add_argument(
+        "--scheduled-share",
+        type=float,
+        default=defaults.scheduled_share,
+        help="share of the approvals that ask to publish at a time T a few seconds ahead; 0: none",
+    )
+    parser.add_argument(
+        "--schedule-ahead",
+        type=float,
+        nargs=2,
+        default=defaults.schedule_ahead,
+        metavar=("MIN", "MAX"),
+        help="how many seconds past the database's now a scheduled approval's T is, drawn uniformly",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--workdir", type=Path, default=None, help="where the logs go (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file as JSON")
@@ -1211,6 +1341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         restart_at=options.restart_at,
         down_seconds=options.down_seconds,
         settle_seconds=options.settle_seconds,
+        scheduled_share=options.scheduled_share,
+        schedule_ahead=tuple(options.schedule_ahead),
         seed=options.seed,
         workdir=options.workdir,
     )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from django.db import connections
 
 from workers.actions.housekeeping import reconcile_expired_leases
+from workers.crashpoints import crash_point
 from workers.doorbell import Listener
 from workers.drain import Drain, Wakeup, seconds_until_due
 from workers.outages import DATABASE_UNAVAILABLE, RECONNECT_MAX_SECONDS, drop_broken_connections, reconnect_delay
@@ -71,8 +72,12 @@ def serve(
     outages = 0  # failed rounds in a row, for the backoff
     next_reconcile = 0.0
     wait_until = 0.0  # when to look for due work if no ring comes first
+    due_at = math.inf  # when the next waiting operation falls due, as last computed
     while not stop():
         started = time.monotonic()
+        if started >= due_at:
+            # Work fell due (a schedule's T, say) and this pass is about to claim it: a test's crash point.
+            crash_point("due_before_claim")
         try:
             if reconcile_every is not None and started >= next_reconcile:
                 reconcile_expired_leases()
@@ -88,6 +93,7 @@ def serve(
                     return
                 # Due now yet nothing claimable: blocked behind a prerequisite held elsewhere, whose end rings.
                 wait_until = time.monotonic() + (poll if not due_in else min(poll, due_in))
+                due_at = math.inf if not due_in else time.monotonic() + due_in
         except DATABASE_UNAVAILABLE as problem:
             # A restart or failover loses nothing: every write after a claim is fenced, and an attempt
             # the outage cut short stays running until its lease expires and it is taken over.

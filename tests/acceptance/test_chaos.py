@@ -1,17 +1,19 @@
-"""The chaos test, short variant (docs/invariants.md#i3 to #i5, #i8 to #i10, #i12, #i14); `make chaos` the long one.
+"""The chaos test, short variant (docs/invariants.md#i3 to #i5, #i8 to #i10, #i12, #i14, #i15); `make chaos` is long.
 
 Everything at once, with real processes: worker processes SIGKILLed and replaced at random, workers
 frozen (SIGSTOP) inside a publish finalize holding the brief's lock until past their lease, then thawed
 or killed, every brief fanned out to three channels (docs/invariants.md#i14), two reference targets and a
 real WordPress behind the fault proxy, each with its own fault mix, answering 429, 503 and 500 and
 committing then hanging or dropping the connection,
-approvals racing new revisions and second approvers, and a PostgreSQL restart half-way through. The
+approvals racing new revisions and second approvers, a share of the approvals scheduled for a time T a
+few seconds ahead, and a PostgreSQL restart half-way through. The
 driver (tests/chaos.py) starts its own PostgreSQL so that it can restart it, which is also why it runs
 as its own process here: this test session's database and settings stay untouched.
 
 The assertions are the invariants the driver measured, never timings: per channel and in all, nothing
 applied twice, no regression, every brief at its latest approved revision and verified, nothing unfinished, no dead
-letter, and no worker that exited without being killed (a PostgreSQL restart is ridden out).
+letter, no scheduled publish early or missed, and no worker that exited without being killed (a PostgreSQL
+restart is ridden out).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ SHORT_RUN = [
     *("--briefs", "25", "--workers", "3", "--editors", "3"),
     *("--editorial-seconds", "25", "--kill-every", "2", "4"),
     *("--settle-seconds", "180", "--seed", "9011"),
+    *("--scheduled-share", "0.3", "--schedule-ahead", "1", "5"),
 ]
 # A bound for a hung run, not a timing assertion: a healthy one takes a fraction of it.
 RUN_TIMEOUT_SECONDS = 600
@@ -72,6 +75,11 @@ def test_chaos__three_channels__kills_faults_races_and_a_postgresql_restart__exa
         assert sum(counts["faults_injected"].values()) > 0, (slug, output)
         assert (counts["duplicates"], counts["regressions"], counts["lost_intents"]) == (0, 0, 0), (slug, output)
         assert counts["briefs_verified"] == figures["briefs"], (slug, output)
+    # Schedules (docs/invariants.md#i15): some approvals asked for T and fired under the chaos; none early
+    # (no attempt, no application at a target before T), none missed (applied unless a newer one superseded it).
+    assert figures["scheduled_approvals"] > 0 and figures["scheduled_fired"] > 0, output
+    assert (figures["early"], figures["missed"]) == (0, 0), output
+    assert figures["scheduled_fired"] + figures["scheduled_superseded"] == figures["scheduled_publishes"], output
     # Galley's tables: nothing unfinished, no dead letter the retry budget should have absorbed.
     assert figures["unfinished"] == 0, output
     assert figures["dead_letters"] == 0, output
