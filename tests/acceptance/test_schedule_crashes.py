@@ -26,8 +26,9 @@ import pytest
 
 from approvals.schedules import database_now
 from approvals.selectors import ScheduleState, get_revision_schedule
-from publishing.identities import PRIMARY_CHANNEL, PUBLISH, VERIFY, publish_key
+from publishing.identities import PRIMARY_CHANNEL, PUBLISH, SCHEDULE_OVERDUE, VERIFY, publish_key, schedule_overdue_key
 from publishing.models import Brief, Publication, Revision
+from publishing.tasks import alert_overdue_schedules
 from tests.acceptance.test_crash_points import (
     CRASH_EXIT_CODE,
     LEASE_SECONDS,
@@ -40,7 +41,7 @@ from tests.acceptance.test_crash_points import (
 from tests.acceptance.test_crash_points import start_target as start_target_process  # noqa: F401  (a fixture)
 from tests.approvals.test_schedules import approve
 from tests.processes import Child, run_worker, stop, wait_until
-from workers.models import Attempt, Operation
+from workers.models import Attempt, AuditEvent, Operation
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -196,7 +197,7 @@ def test_i15__worker_killed_after_claiming_at_t_before_sending__fresh_worker_fir
 
 
 def test_i15__workers_stopped_across_t_for_three_sweeps__one_publication_per_channel__lateness_recorded(
-    web, add_channel, spawn, editor, approver
+    web, add_channel, spawn, editor, approver, settings
 ):
     partner = add_channel(PARTNER)
     revision = write_revision(editor)
@@ -212,6 +213,16 @@ def test_i15__workers_stopped_across_t_for_three_sweeps__one_publication_per_cha
     wait_until(lambda: database_now() >= t + missed, timeout=60, what="three sweep periods past T")
     assert not Attempt.objects.exists()
     assert ledgers_of(web, partner) == {PRIMARY_CHANNEL: [], PARTNER: []}
+    # The minute's overdue sweep, run once per missed tick while the workers are down: one alert per
+    # channel's schedule, however many ticks found it overdue (docs/operations.md#overdue-schedules).
+    settings.GALLEY_SCHEDULE_LATENESS_SECONDS = 1
+    assert [alert_overdue_schedules() for _tick in range(MISSED_SWEEPS)] == [2] + [0] * (MISSED_SWEEPS - 1)
+    alerts = Operation.objects.filter(kind=SCHEDULE_OVERDUE)
+    assert sorted(alerts.values_list("key", flat=True)) == sorted(
+        schedule_overdue_key(publish_key(revision.brief.public_id, revision.number, channel))
+        for channel in (PRIMARY_CHANNEL, PARTNER)
+    )
+    assert AuditEvent.objects.filter(event_type="schedule.overdue").count() == 2
 
     after = spawn("after", "run_worker", "--until-idle", "--worker-id", "after", env=sweeping)
     assert after.wait(timeout=120) == 0, after.output()
@@ -219,4 +230,7 @@ def test_i15__workers_stopped_across_t_for_three_sweeps__one_publication_per_cha
     # One firing per channel, however many sweeps it missed, and its lateness covers the downtime.
     assert_one_claim_each("after")
     assert all(late >= missed for late in lateness.values()), lateness
+    # The worker that came back also ran the alerts, each once.
+    assert sorted(alerts.values_list("status", flat=True)) == ["succeeded", "succeeded"]
+    assert alert_overdue_schedules() == 0
     print(f"lateness after three missed sweeps: {seconds(lateness)}")
