@@ -193,13 +193,15 @@ class UpcomingSchedules:
 
 
 def list_upcoming_schedules() -> list[UpcomingSchedules]:
-    """Per channel, the scheduled publishes not yet due (T still ahead by the database clock): one
+    """Per channel, the scheduled publishes and retractions not yet due (T still ahead by the database clock): one
     statement on the partial index of unfinished schedules (operation_scheduled_idx)."""
     hour = ExpressionWrapper(
         Now() + Value(datetime.timedelta(hours=1), output_field=DurationField()), output_field=DateTimeField()
     )
     rows = (
-        Operation.objects.filter(kind=PUBLISH, status=S.PENDING, scheduled_for__isnull=False, scheduled_for__gt=Now())
+        Operation.objects.filter(
+            kind__in=SCHEDULED_KINDS, status=S.PENDING, scheduled_for__isnull=False, scheduled_for__gt=Now()
+        )
         .order_by()
         .values("channel")
         .annotate(

@@ -17,7 +17,13 @@ from publishing.actions.retractions import check_retract_brief
 from publishing.identities import PUBLISH, RETRACT, SCHEDULE_OVERDUE, VERIFY, publish_key, schedule_overdue_key
 from publishing.models import Publication
 from publishing.selectors.briefs import list_briefs
-from publishing.selectors.overdue import count_overdue_schedules, get_overdue_by_key, list_overdue_schedules
+from publishing.selectors.overdue import (
+    UpcomingSchedules,
+    count_overdue_schedules,
+    get_overdue_by_key,
+    list_overdue_schedules,
+    list_upcoming_schedules,
+)
 from publishing.tasks import alert_overdue_schedules
 from tests.concurrency import run_together
 from tests.publishing.handlers.test_publications import run_worker
@@ -197,3 +203,13 @@ def test_i15_overdue__scheduled_retraction_cancelled__no_longer_overdue(publishe
         assert do_cancel_operation(retraction, reason="legal withdrew the request", acting_user=operator)
     assert count_overdue_schedules() == 0
     assert list(list_briefs(schedule="overdue").briefs) == []
+
+
+def test_i15_upcoming__scheduled_retraction__counted_with_its_channel_until_t(published_brief, approver):
+    t = (database_now() + datetime.timedelta(minutes=30)).replace(microsecond=0)
+    with transaction.atomic(durable=True):
+        check_retract_brief(
+            published_brief.public_id, reason="Takedown.", confirm=True, acting_user=approver, retract_at=t
+        )
+    assert list_upcoming_schedules() == [UpcomingSchedules(channel="web", count=1, next_at=t, within_hour=1)]
+    assert count_overdue_schedules() == 0
