@@ -25,7 +25,7 @@ from psycopg.rows import dict_row
 from approvals.models import Approval, ApprovalCompletion, Assignment, Comment, Notification
 from approvals.policies import Policy, get_shortfall
 from approvals.sql import COALESCE_NOTIFICATION_SQL, PUBLISHED_RECIPIENTS_SQL
-from publishing.identities import PUBLICATION_KINDS
+from publishing.identities import PUBLICATION_KINDS, RETRACT
 from publishing.models import Brief, Revision
 from publishing.roles import LEGAL_GROUP, Role
 from publishing.selectors.briefs import list_headlines
@@ -232,9 +232,9 @@ def do_notify_published(brief: Brief, *, revision_number: int, permalink: str) -
 
 def do_notify_publish_problem(needed: OperatorNeeded) -> None:
     """Registered with the workers (approvals.apps): a publish or verify that comes to need an operator
-    (a dead letter or a conflict) tells the operators and the brief's author, in the transaction
-    that records it."""
-    if needed.kind not in PUBLICATION_KINDS or needed.subject_type != "brief":
+    (a dead letter or a conflict, or a schedule overdue: publishing.actions.overdue) tells the operators
+    and the brief's author, in the transaction that records it; a retraction's too (docs/retractions.md)."""
+    if needed.kind not in (*PUBLICATION_KINDS, RETRACT) or needed.subject_type != "brief":
         return
     brief = Brief.objects.select_related("author").filter(public_id=needed.subject_id).first()
     if brief is None:
@@ -246,7 +246,8 @@ def do_notify_publish_problem(needed: OperatorNeeded) -> None:
         brief=brief,
         revision_number=revision_number,
         message=(
-            f"Publishing revision {revision_number} of {brief.public_id} needs an operator "
+            f"{'Retracting' if needed.kind == RETRACT else 'Publishing'} revision {revision_number} of "
+            f"{brief.public_id} needs an operator "
             f"({needed.status}): {needed.message}"
         ),
     )

@@ -40,7 +40,7 @@ from publishing.actions.resolutions import (
 )
 from publishing.actions.webhooks import do_delete_webhook_subscriber, do_save_webhook_subscriber
 from publishing.errors import GalleyError
-from publishing.identities import PUBLICATION_KINDS, WEBHOOK
+from publishing.identities import WEBHOOK
 from publishing.models import (
     ApiToken,
     Brief,
@@ -55,7 +55,7 @@ from publishing.models import (
     WebhookSubscriber,
 )
 from publishing.roles import Role, has_role, require_role
-from publishing.selectors.problems import PROBLEM_QUEUED, get_publication_problem
+from publishing.selectors.problems import PROBLEM_KINDS, PROBLEM_QUEUED, get_publication_problem
 from publishing.story import story_fields
 from workers.admin import OperationAdmin, ReadOnlyAdmin
 from workers.models import AuditEvent, OperationStatus
@@ -164,7 +164,8 @@ class ProblemState(admin.SimpleListFilter):
 
 @admin.register(PublicationProblem)
 class PublicationProblemAdmin(ReadOnlyAdmin):
-    """Dead letters and conflicts of publish and verify operations, and the ones settled before.
+    """Dead letters and conflicts of publication operations (publish, verify, republish, drift check) and of
+    retractions, and the ones settled before.
 
     The page of one shows what Galley intended beside what the target held, and the actions that
     end it (publishing.actions.resolutions); each is a POST to `resolve/`, audited and idempotent.
@@ -185,7 +186,7 @@ class PublicationProblemAdmin(ReadOnlyAdmin):
         return (
             super()
             .get_queryset(request)
-            .filter(ever_stuck, kind__in=PUBLICATION_KINDS)
+            .filter(ever_stuck, kind__in=PROBLEM_KINDS)
             .distinct()
             .prefetch_related("conflicts")
         )

@@ -15,7 +15,8 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods, require_POST
 
-from approvals.forms import DecisionForm
+from approvals.forms import AT, NOW, DecisionForm, default_zone, zone_choices
+from approvals.schedules import ScheduleRequest, clean_schedule
 from approvals.selectors import list_added_channels
 from publishing.actions.briefs import (
     NewBriefFormReused,
@@ -236,31 +237,70 @@ def _set_legal_review(
     return redirect("publishing:brief", public_id)
 
 
+def _retract_when(when: str, retract_at: str, zone: str) -> ScheduleRequest | None:
+    """The retract form's "now / at" as the action takes it; raises InvalidInput as an approval's time does."""
+    if when not in (NOW, AT):
+        raise InvalidInput("The form's retract choice is neither now nor at; reload the page.")
+    if when == NOW:
+        return None
+    if not retract_at.strip():
+        # "Retract at" with no time never falls back to now: the time was the point.
+        raise InvalidInput("Choose the date and time to retract at, or choose Retract now.")
+    return clean_schedule(retract_at, zone)
+
+
 @require_http_methods(["GET", "POST"])
 def brief_retract(request: HttpRequest, public_id: str) -> HttpResponse:
     """Retract (approvers), the second step of two: the page lists each channel and the revision it
-    holds and asks for the reason and a confirmation; the POST takes the brief down on every one of them
-    (docs/retractions.md). A refusal redraws the page with the reason kept and why."""
+    holds and asks for the reason, when (now, or at a date, time and zone: the approve form's fields,
+    read by approvals.schedules.clean_schedule) and a confirmation; the POST takes the brief down on
+    every one of them (docs/retractions.md). A refusal redraws the page with what was typed and why."""
     require_role(request.user, Role.APPROVER, to="retract a brief")
     brief = access_brief(public_id, acting_user=request.user)
     reason, error = "", ""
+    when, retract_at, zone = NOW, "", ""
     if request.method == "POST":
         reason = request.POST.get("reason", "")
+        when = request.POST.get("publish_when", NOW)
+        retract_at, zone = request.POST.get("publish_at", ""), request.POST.get("zone", "")
         try:
+            at = _retract_when(when, retract_at, zone)
             with transaction.atomic(durable=True):
                 enqueued = check_retract_brief(
-                    public_id, reason=reason, confirm=request.POST.get("confirm") == "yes", acting_user=request.user
+                    public_id,
+                    reason=reason,
+                    confirm=request.POST.get("confirm") == "yes",
+                    acting_user=request.user,
+                    retract_at=at.at if at is not None else None,
+                    zone=at.zone if at is not None else "",
                 )
         except GalleyError as exc:
             error = exc.message
         else:
+            done = f"at {at.local():%Y-%m-%d %H:%M} {at.zone}" if at is not None and not at.passed else "now"
             messages.success(
                 request,
-                f"{public_id} is being taken down on {len(enqueued)} channel(s); each shows “Retracted” once it "
-                "is read back as retracted there.",
+                f"{public_id} is being taken down {done} on {len(enqueued)} channel(s); each shows “Retracted” "
+                "once it is read back as retracted there.",
             )
             return redirect(brief)
-    context = {"brief": brief, "holdings": list_holdings(brief), "reason": reason, "error": error}
+    context = {
+        "brief": brief,
+        "holdings": list_holdings(brief),
+        "reason": reason,
+        "error": error,
+        # The approve form's "Publish now / at" partial (approvals/_publish_when.html), in a retraction's words.
+        "when": when,
+        "publish_at": retract_at,
+        "zone": zone,
+        "zones": zone_choices(),
+        "default_zone": default_zone(),
+        "now_value": NOW,
+        "at_value": AT,
+        "now_label": "Retract now",
+        "at_label": "Retract at",
+        "note": "Every channel listed takes the article down at that time (the database's clock), not before.",
+    }
     return render(request, "publishing/brief_retract.html", context, status=400 if error else 200)
 
 

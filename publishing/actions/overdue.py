@@ -18,8 +18,8 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Value
 from django.db.models.functions import Concat
 
-from publishing.identities import PUBLISH, SCHEDULE_OVERDUE, schedule_overdue_key
-from publishing.selectors.overdue import OverdueSchedule, describe_overdue, overdue_publishes
+from publishing.identities import RETRACT, SCHEDULE_OVERDUE, schedule_overdue_key
+from publishing.selectors.overdue import OverdueSchedule, describe_overdue, overdue_schedules
 from workers.actions.enqueue import enqueue_operation
 from workers.audit import record_audit_event
 from workers.models import Operation
@@ -42,7 +42,7 @@ def do_alert_overdue_schedules(*, limit: int) -> int:
     wait for each other in one order and never deadlock; the one that finds a key written writes
     nothing for it."""
     alert_written = Operation.objects.filter(key=Concat(Value(schedule_overdue_key("")), OuterRef("key")))
-    candidates = list(overdue_publishes().exclude(Exists(alert_written)).order_by("scheduled_for", "id")[:limit])
+    candidates = list(overdue_schedules().exclude(Exists(alert_written)).order_by("scheduled_for", "id")[:limit])
     written = 0
     for schedule in sorted(describe_overdue(candidates), key=lambda s: s.operation.id):
         publish = schedule.operation
@@ -80,7 +80,8 @@ def overdue_message(schedule: OverdueSchedule) -> str:
     seconds = int(schedule.overdue_by.total_seconds())
     late = f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
     when = f"{schedule.scheduled_for:%Y-%m-%d %H:%M:%S} UTC"
-    return f"scheduled for {when} on {schedule.channel}, overdue by {late}: {schedule.why}"
+    what = "the retraction " if schedule.operation.kind == RETRACT else ""
+    return f"{what}scheduled for {when} on {schedule.channel}, overdue by {late}: {schedule.why}"
 
 
 @transaction.atomic(savepoint=False)
@@ -91,7 +92,7 @@ def do_tell_overdue_schedule(schedule: OverdueSchedule) -> None:
     operator_needed(
         OperatorNeeded(
             operation_id=publish.id,
-            kind=PUBLISH,
+            kind=publish.kind,
             subject_type=publish.subject_type,
             subject_id=publish.subject_id,
             subject_version=publish.subject_version,

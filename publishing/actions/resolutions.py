@@ -24,7 +24,6 @@ from publishing.errors import InvalidInput
 from publishing.hashing import PayloadError, payload_hash
 from publishing.identities import (
     DRIFT_CHECK,
-    PUBLICATION_KINDS,
     REPUBLISH,
     publish_key,
     republish_key,
@@ -32,7 +31,7 @@ from publishing.identities import (
 )
 from publishing.roles import AnyUser, Role, require_role
 from publishing.selectors.briefs import access_brief
-from publishing.selectors.problems import PROBLEM_OPEN, DriftShown, get_publication_problem
+from publishing.selectors.problems import PROBLEM_KINDS, PROBLEM_OPEN, DriftShown, get_publication_problem
 from publishing.selectors.publications import get_published_number
 from publishing.selectors.revisions import get_latest_revision, get_revision
 from publishing.story import clean_story, html_paragraphs, render_story, story_fields
@@ -56,8 +55,8 @@ class Outcome:
 
 def _lock(operation: Operation) -> Operation:
     locked = Operation.objects.select_for_update(of=("self",)).get(id=operation.id)
-    if locked.kind not in PUBLICATION_KINDS:
-        raise ValueError(f"{locked.key} is not a publication's operation")
+    if locked.kind not in PROBLEM_KINDS:
+        raise ValueError(f"{locked.key} is not a publication's or a retraction's operation")
     return locked
 
 

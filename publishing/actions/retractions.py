@@ -5,7 +5,9 @@ observed retraction (in the retract operation's finalize). No action calls the t
 from __future__ import annotations
 
 from datetime import datetime
+from zoneinfo import available_timezones
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -30,21 +32,32 @@ _TAKEN_DOWN_KINDS = (PUBLISH, VERIFY, REPUBLISH, DRIFT_CHECK)
 
 
 def check_retract_brief(
-    public_id: str, *, reason: str, confirm: bool, acting_user: AnyUser, retract_at: datetime | None = None
+    public_id: str,
+    *,
+    reason: str,
+    confirm: bool,
+    acting_user: AnyUser,
+    retract_at: datetime | None = None,
+    zone: str = "",
 ) -> list[Enqueued]:
     """Retract the brief on every channel that holds it, now or at `retract_at` (aware; due on the database
-    clock). Approvers only; `reason` is required and `confirm` must be True (the second step: the UI's
-    confirm page, the API's `"confirm": true`). Returns the retract operations, one per channel.
+    clock), shown in the IANA `zone` it was given in (default TIME_ZONE; the web form's zone select, read by
+    approvals.schedules.clean_schedule, as an approval's time is). Approvers only; `reason` is required and
+    `confirm` must be True (the second step: the UI's confirm page, the API's `"confirm": true`). Returns
+    the retract operations, one per channel.
 
     Idempotent: asked again while nothing newer is published, it returns the same operations and writes
     nothing. Raises PermissionRefused, NotFound, InvalidInput (no reason, not confirmed, a time without
-    a zone, nothing to take down)."""
+    a zone, an unknown zone, nothing to take down)."""
     user = require_role(acting_user, Role.APPROVER, to="retract a brief")
     reason = clean_text(reason, field="The reason for the retraction", max_chars=REASON_MAX_CHARS, required=True)
     if confirm is not True:
         raise InvalidInput("Confirm the retraction: it takes the brief down on every channel listed.")
     if retract_at is not None and timezone.is_naive(retract_at):
         raise InvalidInput("The retraction time needs a time zone.")
+    if zone and zone not in available_timezones():
+        raise InvalidInput(f"{zone[:64]} is not a time zone Galley knows.")
+    shown_in = (zone or str(settings.TIME_ZONE)) if retract_at is not None else ""
     with transaction.atomic(savepoint=False):
         brief = access_brief(public_id, acting_user=user, lock=True)
         holdings = list_holdings(brief)
@@ -52,12 +65,20 @@ def check_retract_brief(
             if brief.status == Brief.Status.RETRACTED:
                 return []
             raise InvalidInput(f"{public_id} is published on no channel: there is nothing to retract.")
-        return do_retract_brief(brief, holdings=holdings, reason=reason, acting_user=user, retract_at=retract_at)
+        return do_retract_brief(
+            brief, holdings=holdings, reason=reason, acting_user=user, retract_at=retract_at, zone=shown_in
+        )
 
 
 @transaction.atomic(savepoint=False)
 def do_retract_brief(
-    brief: Brief, *, holdings: list[Holding], reason: str, acting_user: User, retract_at: datetime | None
+    brief: Brief,
+    *,
+    holdings: list[Holding],
+    reason: str,
+    acting_user: User,
+    retract_at: datetime | None,
+    zone: str = "",
 ) -> list[Enqueued]:
     """One `retract` operation per holding (key retract_key(brief, N, channel), bound to N's payload hash),
     the brief's status and fence (retracted_revision_number), the unclaimed publication work of the
@@ -78,6 +99,8 @@ def do_retract_brief(
                 "revision": holding.number,
                 "reason": reason,
                 "publish_key": holding.publication.operation_key,
+                # The zone T was given in, for display only: the claim reads T from scheduled_for.
+                **({"zone": zone} if retract_at is not None else {}),
             },
             scheduled_for=retract_at,
         )
@@ -119,6 +142,7 @@ def do_retract_brief(
             "reason": reason,
             "channels": {holding.channel: holding.number for holding in holdings},
             "retract_at": retract_at.isoformat() if retract_at is not None else None,
+            "zone": zone or None,
             "superseded": superseded,
         },
     )

@@ -12,10 +12,10 @@ from publishing.errors import NotFound, PermissionRefused
 from publishing.models import Brief, Revision, current_headline
 from publishing.roles import AnyUser, can_view
 from publishing.selectors.channels import only_partly_published, with_publication_counts
-from publishing.selectors.overdue import overdue_publishes, unfired_schedules
+from publishing.selectors.overdue import overdue_schedules, unfired_schedules
 
 # The dashboard's schedule filter: the briefs with a publish of each kind (publishing.selectors.overdue).
-SCHEDULE_FILTERS = {"scheduled": unfired_schedules, "overdue": overdue_publishes}
+SCHEDULE_FILTERS = {"scheduled": unfired_schedules, "overdue": overdue_schedules}
 
 
 def access_brief(public_id: str, *, acting_user: AnyUser, lock: bool = False) -> Brief:

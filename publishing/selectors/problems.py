@@ -11,7 +11,7 @@ from django.db.models import Model
 
 from publishing.approval import get_valid_approval
 from publishing.diffs import PayloadDiff, diff_payloads
-from publishing.identities import PUBLISH, publish_key, revision_number
+from publishing.identities import PUBLICATION_KINDS, PUBLISH, RETRACT, publish_key, revision_number
 from publishing.models import Brief, Publication, Revision
 from publishing.selectors.publications import get_published_number
 from publishing.story import html_paragraphs, render_story
@@ -20,6 +20,14 @@ from workers.models import AuditEvent, Conflict, Operation, OperationStatus
 # A publication problem's phases, by its operation's status: it waits for an operator; an operator's
 # retry or look-up is queued (or running) and its outcome is not known yet; or it is over.
 PROBLEM_OPEN = (OperationStatus.DEAD, OperationStatus.CONFLICT)
+# The operations whose problems an operator settles here: a publication's, and a retraction's
+# (docs/retractions.md#operators), which takes only the endings that fit it: retry, look up, cancel.
+PROBLEM_KINDS = (*PUBLICATION_KINDS, RETRACT)
+RETRACTION_ADOPTS_NOTHING = (
+    "A retraction adopts nothing: “Look up at the target” adopts a retraction it holds under this key. When "
+    "the target holds a newer revision, cancel this retraction (that revision stays) or retract the brief "
+    "again from its page (docs/retractions.md#race)."
+)
 PROBLEM_QUEUED = (OperationStatus.PENDING, OperationStatus.RETRY_WAIT, OperationStatus.RUNNING)
 OPERATOR_RETRIES = {
     "operation.retry_now": "a retry after a fix",
@@ -144,7 +152,9 @@ def get_publication_problem(operation: Operation) -> PublicationProblemView:
         match = revision.brief.revisions.filter(payload_hash=state.get("payload_hash", "")).order_by("-number").first()
         held = HeldRevision(state, match, get_valid_approval(match) if match is not None else None)
     adoptable, refusal = _adoptable(operation, revision.brief, held)
-    if conflict is not None and conflict.kind == Conflict.Kind.DRIFT:
+    if operation.kind == RETRACT:
+        adoptable, refusal = None, RETRACTION_ADOPTS_NOTHING
+    elif conflict is not None and conflict.kind == Conflict.Kind.DRIFT:
         adoptable, refusal = (
             None,
             "The target's record is the approved revision; what its site shows, and how to end that, is above.",

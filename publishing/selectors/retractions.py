@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Now
 
 from publishing.identities import RETRACT
 from publishing.models import Brief, Publication
@@ -57,6 +59,20 @@ class ChannelRetraction:
     due_at: datetime | None
     retracted_at: datetime | None
     operation_key: str
+    zone: str = ""  # the zone a scheduled retraction's T was given in (docs/retractions.md#request)
+    server_now: datetime | None = None  # the database's clock when read: the countdown runs on it
+
+    @property
+    def due_local(self) -> datetime | None:
+        """T in the zone it was given in."""
+        if self.due_at is None or not self.zone:
+            return self.due_at
+        return self.due_at.astimezone(ZoneInfo(self.zone))
+
+    @property
+    def waiting(self) -> bool:
+        """Scheduled and not yet claimed: the countdown shows."""
+        return self.due_at is not None and self.status == "pending" and self.retracted_at is None
 
     @property
     def label(self) -> str:
@@ -81,7 +97,7 @@ def list_channel_retractions(brief: Brief) -> list[ChannelRetraction]:
     ).values("retracted_at")[:1]
     operations = (
         Operation.objects.filter(subject_type="brief", subject_id=brief.public_id, kind=RETRACT)
-        .annotate(observed_at=Subquery(observed))
+        .annotate(observed_at=Subquery(observed), database_now=Now())
         .order_by("channel", "subject_version")
     )
     return [
@@ -92,6 +108,8 @@ def list_channel_retractions(brief: Brief) -> list[ChannelRetraction]:
             due_at=operation.scheduled_for,
             retracted_at=operation.observed_at,
             operation_key=operation.key,
+            zone=str(operation.arguments.get("zone", "")),
+            server_now=operation.database_now,
         )
         for operation in operations
     ]

@@ -13,13 +13,23 @@ from django.db import transaction
 from approvals.models import Notification
 from publishing.actions.overdue import do_alert_overdue_schedules
 from publishing.actions.publications import do_request_publication
-from publishing.identities import PUBLISH, SCHEDULE_OVERDUE, VERIFY, publish_key, schedule_overdue_key
-from publishing.selectors.overdue import count_overdue_schedules, get_overdue_by_key, list_overdue_schedules
+from publishing.actions.retractions import check_retract_brief
+from publishing.identities import PUBLISH, RETRACT, SCHEDULE_OVERDUE, VERIFY, publish_key, schedule_overdue_key
+from publishing.models import Publication
+from publishing.selectors.briefs import list_briefs
+from publishing.selectors.overdue import (
+    UpcomingSchedules,
+    count_overdue_schedules,
+    get_overdue_by_key,
+    list_overdue_schedules,
+    list_upcoming_schedules,
+)
 from publishing.tasks import alert_overdue_schedules
 from tests.concurrency import run_together
 from tests.publishing.handlers.test_publications import run_worker
 from tests.schedules import database_now
 from workers.actions.enqueue import supersede_waiting_operation
+from workers.actions.operator import do_cancel_operation
 from workers.models import AuditEvent, ChannelGate, Operation
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_retries")]
@@ -137,3 +147,69 @@ def test_i15_missed_schedule__published_before_the_alert_ran__alert_ends_without
     (alert,) = alerts()
     assert alert.result["told"] is False
     assert not Notification.objects.filter(event=Notification.Event.PUBLISH_FAILED).exists()
+
+
+# --- a retraction scheduled for T (docs/retractions.md): the same rule, the same alert ---------------------
+
+
+def retract_at_t(brief, *, by, ago: float) -> Operation:
+    """`brief` retracted at a T `ago` seconds before the database's now (asked for T in an hour, then T
+    moved into the past, as the clock would have)."""
+    with transaction.atomic(durable=True):
+        (enqueued,) = check_retract_brief(
+            brief.public_id,
+            reason="The source withdrew the claim.",
+            confirm=True,
+            acting_user=by,
+            retract_at=database_now() + datetime.timedelta(hours=1),
+        )
+    due = database_now() - datetime.timedelta(seconds=ago)
+    Operation.objects.filter(id=enqueued.operation.id).update(scheduled_for=due, next_attempt_at=due)
+    return Operation.objects.get(id=enqueued.operation.id)
+
+
+def test_i15_overdue__scheduled_retraction_not_retracted_by_t_plus_lateness__overdue_until_observed_retracted(
+    published_brief, approver, operator_with_email, settings
+):
+    settings.GALLEY_SCHEDULE_LATENESS_SECONDS = 60
+    retraction = retract_at_t(published_brief, by=approver, ago=30)
+    assert count_overdue_schedules() == 0  # T passed, the lateness not yet
+    assert [b.public_id for b in list_briefs(schedule="scheduled").briefs] == [published_brief.public_id]
+
+    Operation.objects.filter(id=retraction.id).update(scheduled_for=database_now() - datetime.timedelta(seconds=600))
+    (overdue,) = list_overdue_schedules(limit=10)
+    assert (overdue.operation.key, overdue.revision, overdue.channel) == (retraction.key, 1, "web")
+    assert overdue.why == "the retraction is due and no worker has claimed it (are the workers running?)"
+    assert [b.public_id for b in list_briefs(schedule="overdue").briefs] == [published_brief.public_id]
+
+    assert [alert_overdue_schedules() for _ in range(2)] == [1, 0]
+    (alert,) = alerts()
+    assert alert.key == schedule_overdue_key(retraction.key)
+    assert run_worker(kinds=(SCHEDULE_OVERDUE,)) == {"succeeded": 1}
+    (told,) = Notification.objects.filter(recipient=operator_with_email, event=Notification.Event.PUBLISH_FAILED)
+    assert told.message.startswith(f"Retracting revision 1 of {published_brief.public_id} needs an operator")
+    assert "(overdue): the retraction scheduled for" in told.message
+
+    assert run_worker(kinds=(RETRACT,)) == {"succeeded": 1}  # read back retracted, the permalink gone
+    assert Publication.objects.get(brief=published_brief).retracted_at is not None
+    assert count_overdue_schedules() == 0
+    assert list(list_briefs(schedule="overdue").briefs) == []
+
+
+def test_i15_overdue__scheduled_retraction_cancelled__no_longer_overdue(published_brief, approver, operator):
+    retraction = retract_at_t(published_brief, by=approver, ago=600)
+    assert count_overdue_schedules() == 1
+    with transaction.atomic(durable=True):
+        assert do_cancel_operation(retraction, reason="legal withdrew the request", acting_user=operator)
+    assert count_overdue_schedules() == 0
+    assert list(list_briefs(schedule="overdue").briefs) == []
+
+
+def test_i15_upcoming__scheduled_retraction__counted_with_its_channel_until_t(published_brief, approver):
+    t = (database_now() + datetime.timedelta(minutes=30)).replace(microsecond=0)
+    with transaction.atomic(durable=True):
+        check_retract_brief(
+            published_brief.public_id, reason="Takedown.", confirm=True, acting_user=approver, retract_at=t
+        )
+    assert list_upcoming_schedules() == [UpcomingSchedules(channel="web", count=1, next_at=t, within_hour=1)]
+    assert count_overdue_schedules() == 0

@@ -1,5 +1,6 @@
 // Schedules (docs/schedules.md): the decision form's zone defaults to the browser's own (Intl), else the
-// site's, as the server rendered it; a scheduled time shows a live countdown. No framework, no inline script.
+// site's, as the server rendered it; a scheduled time (a publication's, a retraction's: data-due-now says what
+// happens at T) shows a live countdown. No framework, no inline script.
 (function () {
   "use strict";
 
@@ -26,8 +27,8 @@
     if (input && at) input.addEventListener("input", function () { at.checked = true; });
   }
 
-  function describe(ms) {
-    if (ms <= 0) return "due now: publishing when a worker claims it";
+  function describe(ms, dueNow) {
+    if (ms <= 0) return dueNow || "due now: publishing when a worker claims it";
     var s = Math.floor(ms / 1000), d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600);
     var m = Math.floor((s % 3600) / 60), sec = s % 60;
     var parts = [];
@@ -50,7 +51,7 @@
         skews.set(clock, isNaN(serverNow) ? 0 : serverNow - Date.now());
       }
       var due = Date.parse(clock.getAttribute("datetime"));
-      if (!isNaN(due)) clock.textContent = describe(due - (Date.now() + skews.get(clock)));
+      if (!isNaN(due)) clock.textContent = describe(due - (Date.now() + skews.get(clock)), clock.dataset.dueNow);
     }
   }
 

@@ -93,6 +93,20 @@ def land_at_target(target: ReferenceTarget, revision: Revision) -> None:
         )
 
 
+def retracted_unseen(target: ReferenceTarget, operation: Operation) -> None:
+    """The retraction applied at the target under the operation's key by a request whose answer Galley never
+    saw (it was lost, or the worker died waiting)."""
+    publication = Publication.objects.get(operation_key=operation.arguments["publish_key"])
+    with target_client(target) as client:
+        client.retract(
+            publication_id=publication.external_id,
+            operation_key=operation.key,
+            brief_id=operation.subject_id,
+            revision=operation.subject_version,
+            reason=str(operation.arguments["reason"]),
+        )
+
+
 def published(brief: Brief, revise, approver, body: str = "Dockers walked out at dawn.") -> Revision:
     revision = revise(brief, body)
     approve(revision, by=approver)
@@ -372,15 +386,7 @@ def test_operator__admin_reconcile__the_next_attempt_reads_back_and_adopts_what_
     operation.refresh_from_db()
     assert operation.status == OperationStatus.DEAD
     target.faults = Faults()
-    publication = Publication.objects.get(revision=revision)
-    with target_client(target) as client:  # applied meanwhile by a request Galley never saw answered
-        client.retract(
-            publication_id=publication.external_id,
-            operation_key=operation.key,
-            brief_id=brief.public_id,
-            revision=1,
-            reason=REASON,
-        )
+    retracted_unseen(target, operation)
     answer = run_action(operator_client, OPERATIONS, "reconcile_with_target", [operation])
     assert messages_of(answer) == ["1 operation(s) queued for reconciliation."]
 
@@ -394,9 +400,9 @@ def test_operator__admin_reconcile__the_next_attempt_reads_back_and_adopts_what_
     assert Publication.objects.get(revision=revision).retracted_at is not None
 
 
-def test_operator__admin_race_conflict__retry_now_asks_again__cancel_with_reason_ends_it(
-    target, brief, revise, approver, operator, operator_client
-):
+def conflicted_retraction(target: ReferenceTarget, brief: Brief, revise, approver) -> Operation:
+    """Revision 1 published and retracted while revision 2's publish, in flight, landed first: the retraction
+    is in conflict (docs/retractions.md#race)."""
     published(brief, revise, approver)
     second = revise(brief, "Dockers walked out at dawn. The port is closed.")
     (operation,) = retract(brief, by=approver)
@@ -404,6 +410,13 @@ def test_operator__admin_race_conflict__retry_now_asks_again__cancel_with_reason
     run_worker(kinds=(RETRACT,))
     operation.refresh_from_db()
     assert operation.status == OperationStatus.CONFLICT
+    return operation
+
+
+def test_operator__admin_race_conflict__retry_now_asks_again__cancel_with_reason_ends_it(
+    target, brief, revise, approver, operator, operator_client
+):
+    operation = conflicted_retraction(target, brief, revise, approver)
 
     assert messages_of(run_action(operator_client, OPERATIONS, "retry_now", [operation]))
     run_worker(kinds=(RETRACT,))

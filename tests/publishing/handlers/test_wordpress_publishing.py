@@ -31,11 +31,21 @@ from playwright.sync_api import expect
 
 from approvals.models import Notification
 from publishing.actions.briefs import check_create_brief
+from publishing.actions.retractions import check_retract_brief
 from publishing.clients import target as target_client
 from publishing.clients.target import TargetStaleRevision, WordPressClient
 from publishing.hashing import payload_hash
-from publishing.identities import DRIFT_CHECK, PUBLISH, REPUBLISH, VERIFY, publish_key, republish_key
-from publishing.models import Publication, Revision
+from publishing.identities import (
+    DRIFT_CHECK,
+    PUBLISH,
+    REPUBLISH,
+    RETRACT,
+    VERIFY,
+    publish_key,
+    republish_key,
+    retract_key,
+)
+from publishing.models import Brief, Publication, Revision
 from publishing.roles import Role
 from publishing.story import render_story
 from publishing.tasks import check_drift
@@ -110,6 +120,8 @@ def forget_galley_briefs(wordpress: WordPress) -> None:
         f"DELETE FROM wp_galley_publications WHERE brief_id REGEXP {GALLEY_BRIEF_IDS};"
         f" DELETE FROM wp_galley_briefs WHERE brief_id REGEXP {GALLEY_BRIEF_IDS};"
     )
+    if wordpress.sql("SHOW TABLES LIKE 'wp\\_galley\\_retractions'"):  # the plugin's schema version 2
+        wordpress.sql(f"DELETE FROM wp_galley_retractions WHERE brief_id REGEXP {GALLEY_BRIEF_IDS}")
 
 
 @pytest.fixture
@@ -960,3 +972,61 @@ def test_done_means_observed__post_shows_newer_revision_sent_not_yet_recorded__s
     assert run_worker() == {"succeeded": 2}
     assert_published(brief, second)
     assert publication_rows(direct, brief.public_id) == [application_of(first), application_of(second)]
+
+
+# --- docs/invariants.md#i16: a retraction through Galley, observed at WordPress ---------------------------
+
+
+def retraction_rows(wordpress: WordPress, brief_id: str) -> list[tuple[str, int]]:
+    """The plugin's own record of the brief's retractions as (retraction key, revision), in order."""
+    rows = wordpress.sql(
+        "SELECT operation_key, revision FROM wp_galley_retractions"
+        f" WHERE brief_id = {wordpress.quote(brief_id)} ORDER BY id"
+    )
+    return [(key, int(revision)) for key, revision in rows]
+
+
+def test_i16__retract_through_galley__post_down_once_410_drift_quiet_newer_publishes_wordpress(
+    direct, brief, revise, approver
+):
+    first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(first, by=approver)
+    assert run_worker() == {"succeeded": 2}
+    assert_published(brief, first)
+    publication = Publication.objects.get(revision=first)
+    assert httpx.get(publication.permalink, timeout=60).status_code == 200
+
+    with transaction.atomic(durable=True):
+        (enqueued,) = check_retract_brief(
+            brief.public_id, reason="The source withdrew the claim.", confirm=True, acting_user=approver
+        )
+    assert enqueued.operation.key == retract_key(brief.public_id, 1)
+    assert run_worker(kinds=(RETRACT,)) == {"succeeded": 1}
+    assert run_worker(kinds=(RETRACT,)) == {}  # nothing left to send
+
+    assert retraction_rows(direct, brief.public_id) == [(retract_key(brief.public_id, 1), 1)]
+    with wordpress_client(direct) as client:
+        back = client.read_back(publication.external_id)
+    assert (back.retracted, bool(back.retracted_at)) == (True, True)
+    assert httpx.get(publication.permalink, timeout=60).status_code == 410  # anonymous: no auth
+    publication.refresh_from_db()
+    assert publication.retracted_at is not None
+    assert fresh(brief).status == Brief.Status.RETRACTED
+    assert check_drift() == 0  # a retracted publication is not checked: nothing to find
+    assert not Operation.objects.filter(kind=DRIFT_CHECK, subject_id=brief.public_id).exists()
+
+    second = revise(brief, "Dockers walked out at dawn. The claim is withdrawn.", title="Harbour strike: correction")
+    approve(second, by=approver)
+    assert run_worker() == {"succeeded": 2}
+
+    assert_published(brief, second)
+    assert_post_shows(direct, second)
+    assert len(galley_posts(direct, brief.public_id)) == 1  # the same post, published again
+    again = Publication.objects.get(revision=second)
+    assert (again.retracted_at, again.permalink) == (None, publication.permalink)
+    assert httpx.get(again.permalink, timeout=60).status_code == 200
+    with wordpress_client(direct) as client:
+        assert client.read_back(again.external_id).retracted is False
+    assert retraction_rows(direct, brief.public_id) == [(retract_key(brief.public_id, 1), 1)]
+    assert check_drift() == 1  # the published revision 2 is checked again, and shows what was approved
+    assert run_worker(kinds=(DRIFT_CHECK,)) == {"succeeded": 1}
