@@ -1,7 +1,8 @@
-"""``faketime -f +10m python -m tests.approvals.scheduled_drain WORKER_ID``: one production drain of publishing's
-operations (workers.drain.drain, the real handlers and channels) by a worker process whose clock is whatever it was
-started with, on the database DATABASE_URL names. Prints one JSON line: the drain's outcomes, and what this
-process's clock and the database's said when it ended."""
+"""``faketime -f +10m python -m tests.approvals.scheduled_drain WORKER_ID [IDLE_WAIT]``: one production drain
+of publishing's operations (workers.drain.drain, the real handlers and channels) by a worker process whose clock is
+whatever it was started with, on the database DATABASE_URL names. With IDLE_WAIT (seconds, 1 by default) it keeps
+waiting for work due within that long, as a worker running across T does. Prints one JSON line: the drain's
+outcomes, and what this process's clock and the database's said when it ended."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import time
 
 
-def main(worker_id: str) -> None:
+def main(worker_id: str, idle_wait: str = "1.0") -> None:
     import django
 
     django.setup()
@@ -19,7 +20,7 @@ def main(worker_id: str) -> None:
     from publishing.identities import PUBLISH, VERIFY
     from workers.drain import drain, shutdown_pool
 
-    outcomes = drain(worker_id=worker_id, kinds=[PUBLISH, VERIFY], time_budget=60, idle_wait=1.0)
+    outcomes = drain(worker_id=worker_id, kinds=[PUBLISH, VERIFY], time_budget=60, idle_wait=float(idle_wait))
     shutdown_pool()
     with connection.cursor() as cursor:
         cursor.execute("SELECT EXTRACT(EPOCH FROM statement_timestamp())")
@@ -28,4 +29,4 @@ def main(worker_id: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

@@ -94,7 +94,9 @@ def _set_due(monitor: Monitor, sql: str, params: dict[str, object]) -> float:
 
 
 def galley_spike(bench: Bench, *, count: int, label: str) -> SpikeRound:
+    seeding = time.monotonic()
     first, last = commit_backlog(bench, count=count, label=label)
+    print(f"        {count} approvals committed in {time.monotonic() - seeding:.1f} s", flush=True)
     params: dict[str, object] = {"first": first, "last": last, "lead": SPIKE_LEAD_SECONDS}
     with bench.postgres.connect(MAIN) as conn:
         conn.execute(
