@@ -47,9 +47,11 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 PARTNER = "partner-feed"
 CHANNELS = (PRIMARY_CHANNEL, PARTNER)
-# T is this far ahead of the database's now when the approval commits: long enough for a worker already
-# running to see it as waiting (and a loaded machine's SIGTERM to land before it), short for the suite.
-AHEAD_SECONDS = 5
+# T is this far ahead of the database's now when the approval starts: long enough for the approval to commit
+# and a worker already running to see it as waiting (and a loaded machine's SIGTERM to land before it), short
+# for the suite. At a load average of 15 on two cores an approval once took 5 s, T passed before the worker
+# had seen it waiting, and its first look claimed it.
+AHEAD_SECONDS = 15
 # Workers stopped across T stay down this many sweep periods past it (GALLEY_SWEEP_SECONDS, their poll).
 SWEEP_SECONDS = 1
 MISSED_SWEEPS = 3
