@@ -542,3 +542,25 @@ SWEEP_LOCK_KEY = 0x47414C4C4559
 # so a sweep whose connection is lost leaves it to the next.
 TRY_SWEEP_LOCK_SQL = f"SELECT pg_try_advisory_lock({SWEEP_LOCK_KEY}) AS locked"
 SWEEP_UNLOCK_SQL = f"SELECT pg_advisory_unlock({SWEEP_LOCK_KEY})"
+
+
+# --- the queue's health (workers.selectors.get_queue_health; docs/operations.md#queue-health) ------
+
+# The oldest open transaction of this database's client backends (this one left out: a scrape is never
+# the culprit), timed on the statement's clock (a request's transaction may have begun before the one
+# it finds), and the operation table's dead and live tuples as the statistics last counted them. A
+# transaction left open keeps every row version since its start alive, the claim's index entries
+# included (docs/operations.md#queue-health). Autovacuum workers are left out: a vacuum holds back no one.
+QUEUE_HEALTH_SQL = f"""
+SELECT
+    COALESCE((
+        SELECT extract(epoch FROM max(statement_timestamp() - a.xact_start))
+        FROM pg_stat_activity a
+        WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'
+          AND a.xact_start IS NOT NULL
+    ), 0)::float8 AS oldest_transaction_seconds,
+    s.n_dead_tup AS dead_tuples,
+    s.n_live_tup AS live_tuples
+FROM pg_stat_user_tables s
+WHERE s.relid = {sql_literal(OPERATION)}::regclass
+"""  # noqa: S608 -- this module's constants

@@ -37,7 +37,9 @@ from workers.models import Attempt, Operation, OperationStatus
 from workers.selectors import (
     ChannelGateState,
     MinuteCount,
+    QueueHealth,
     QueueSummary,
+    get_queue_health,
     get_queue_summary,
     list_attempts_per_minute,
     list_channel_gates,
@@ -154,6 +156,19 @@ def _schedule_context() -> dict[str, object]:
     }
 
 
+def _health_context(health: QueueHealth) -> dict[str, object]:
+    """The queue's health and whether each figure is past its warning threshold (docs/operations.md#queue-health)."""
+    return {
+        "health": health,
+        "long_transaction": health.oldest_transaction_seconds > settings.GALLEY_LONG_TRANSACTION_WARN_SECONDS,
+        "oldest_transaction": duration(datetime.timedelta(seconds=health.oldest_transaction_seconds)),
+        "long_transaction_limit": duration(datetime.timedelta(seconds=settings.GALLEY_LONG_TRANSACTION_WARN_SECONDS)),
+        "many_dead_tuples": health.dead_tuples > settings.GALLEY_DEAD_TUPLES_WARN,
+        "dead_tuples_limit": settings.GALLEY_DEAD_TUPLES_WARN,
+        "operation_table": Operation._meta.db_table,
+    }
+
+
 def _channel_rows() -> list[tuple[ChannelFigures, str, ChannelGateState | None]]:
     """Each channel's figures, its oldest queued operation's age, and its gate (rate limit, pauses), if any."""
     gates = {gate.channel: gate for gate in list_channel_gates()}
@@ -237,6 +252,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         **_problem_lists(),
         **_schedule_context(),
         "channel_rows": _channel_rows(),
+        **_health_context(get_queue_health()),
         "window_minutes": WINDOW_MINUTES,
     }
     return render(request, "ops/ops.html", context)
