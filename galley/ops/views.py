@@ -244,7 +244,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         ),
     ]
     context = {
-        **_status_context(summary, now),
+        **_status_context(summary, get_queue_health(), now),
         "statuses": [(status.value, status.label) for status in statuses],
         "queue_rows": queue_rows,
         "attempt_totals": [(label, total) for label, _, total in attempt_series],
@@ -252,20 +252,24 @@ def ops(request: HttpRequest) -> HttpResponse:
         **_problem_lists(),
         **_schedule_context(),
         "channel_rows": _channel_rows(),
-        **_health_context(get_queue_health()),
         "window_minutes": WINDOW_MINUTES,
     }
     return render(request, "ops/ops.html", context)
 
 
-def _status_context(summary: QueueSummary, now: datetime.datetime) -> dict[str, object]:
-    return {"summary": summary, "oldest_due_age": duration(summary.oldest_due_age), "now": now}
+def _status_context(summary: QueueSummary, health: QueueHealth, now: datetime.datetime) -> dict[str, object]:
+    return {
+        "summary": summary,
+        "oldest_due_age": duration(summary.oldest_due_age),
+        "now": now,
+        **_health_context(health),
+    }
 
 
 @live_partial("ops")
 def ops_live(request: HttpRequest) -> Partial:
-    """The "Now" tiles, polled by the page. Always live: an operator watches for work that has not
-    arrived yet, so an empty queue is no reason to stop."""
+    """The "Now" tiles and the queue-health warnings, polled by the page. Always live: an operator watches
+    for work that has not arrived yet, so an empty queue is no reason to stop."""
     require_role(request.user, Role.OPERATOR, to="see the operations page")
     now = timezone.now().replace(second=0, microsecond=0)
-    return Partial("ops/_status.html", _status_context(get_queue_summary(), now), live=True)
+    return Partial("ops/_status.html", _status_context(get_queue_summary(), get_queue_health(), now), live=True)

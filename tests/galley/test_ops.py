@@ -201,8 +201,10 @@ def test_queue_health__transaction_held_open__warned_above_the_threshold_not_bel
         calm = client.get(OPS).content.decode()
         settings.GALLEY_LONG_TRANSACTION_WARN_SECONDS = 0
         warned = client.get(OPS).content.decode()
+        live = client.get("/ops/live/", HTTP_HX_REQUEST="true").content.decode()  # what the page polls
 
     assert 'id="queue-health"' not in calm
+    assert 'id="long-transaction-warning"' in live
     assert 'id="long-transaction-warning"' in warned
     assert "A transaction has been open for" in warned
     assert "pg_terminate_backend(pid)" in warned  # what to do, not only what is wrong
