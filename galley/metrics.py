@@ -4,7 +4,8 @@ Two sources, one exposition:
 
 - what the database knows (operations by state and kind, attempts by outcome and failure kind, the
   approval → published latency histogram, the queue time histogram, AI tokens used, the queue's
-  oldest due age, expired leases, open conflicts, each channel's rate-limit waits and pauses) is
+  oldest due age, expired leases, open conflicts, each channel's rate-limit waits and pauses, the
+  database's oldest open transaction and the operation table's dead tuples) is
   read at scrape time by `DatabaseCollector`, through the same selectors as the ops page: nothing is
   counted twice, and every web process answers alike;
 - what only a web process sees (requests by method, route name and status, and their latency) is
@@ -44,6 +45,7 @@ from publishing.selectors.metrics import (
 from publishing.selectors.overdue import count_overdue_schedules, list_schedule_lateness_histograms
 from workers.selectors import (
     DurationHistogram,
+    get_queue_health,
     get_queue_summary,
     list_attempt_totals,
     list_channel_gates,
@@ -152,6 +154,23 @@ class DatabaseCollector(Collector):
             "galley_queue_oldest_due_age_seconds",
             "How long the operation due longest has waited past its due time without a claim (0 when none is due).",
             value=age,
+        )
+        health = get_queue_health()
+        yield GaugeMetricFamily(
+            "galley_database_oldest_transaction_seconds",
+            "Age of the oldest open transaction of the database's sessions (0 when none); it keeps every row version"
+            " since it began, so dead tuples pile up (docs/operations.md#queue-health).",
+            value=health.oldest_transaction_seconds,
+        )
+        yield GaugeMetricFamily(
+            "galley_operation_table_dead_tuples",
+            "Dead row versions in the operation table (vacuum removes them), as PostgreSQL's statistics last counted.",
+            value=health.dead_tuples,
+        )
+        yield GaugeMetricFamily(
+            "galley_operation_table_live_tuples",
+            "Live rows in the operation table, as PostgreSQL's statistics last counted them.",
+            value=health.live_tuples,
         )
 
         waits = CounterMetricFamily(

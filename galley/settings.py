@@ -254,6 +254,13 @@ GALLEY_DRAIN_IDLE_WAIT_SECONDS = env.env_float("GALLEY_DRAIN_IDLE_WAIT_SECONDS",
 GALLEY_SWEEP_SECONDS = env.env_float("GALLEY_SWEEP_SECONDS", 3.0)
 GALLEY_SWEEP_DURATION_SECONDS = env.env_float("GALLEY_SWEEP_DURATION_SECONDS", 55.0)
 GALLEY_RETENTION_DAYS = env.env_int("GALLEY_RETENTION_DAYS", 30)
+# The queue's health (docs/operations.md#queue-health): /ops warns when the database's oldest open transaction
+# is older than this (it keeps every dead row version since it began, and the claim reads past them) ...
+GALLEY_LONG_TRANSACTION_WARN_SECONDS = env.env_int("GALLEY_LONG_TRANSACTION_WARN_SECONDS", 300)
+env.require(GALLEY_LONG_TRANSACTION_WARN_SECONDS >= 0, "GALLEY_LONG_TRANSACTION_WARN_SECONDS must be 0 or more")
+# ... or when the operation table holds more dead tuples than this (vacuum has not caught up).
+GALLEY_DEAD_TUPLES_WARN = env.env_int("GALLEY_DEAD_TUPLES_WARN", 100_000)
+env.require(GALLEY_DEAD_TUPLES_WARN >= 0, "GALLEY_DEAD_TUPLES_WARN must be 0 or more")
 # A schedule is overdue when its publish is not published and verified on its channel this long after
 # its time T, by the database clock (publishing.selectors.overdue): operators are told once, and /ops,
 # the brief page and /metrics show it (docs/operations.md#overdue-schedules).

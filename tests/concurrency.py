@@ -12,6 +12,9 @@ from typing import Any
 import psycopg
 from django.db import connection, transaction
 
+from tests.benchmarks.bulk import insert_pending_operations
+from workers.selectors import get_queue_health
+
 # How long a Session waits for a lock, or a test for a Session, before the test fails instead of hanging.
 WAIT_SECONDS = 10
 
@@ -125,3 +128,44 @@ def wait_until_blocked_or_done(session: Session) -> None:
                 return
         time.sleep(0.01)
     raise AssertionError(f"{session.name} neither waited for a lock nor finished")
+
+
+@contextlib.contextmanager
+def transaction_held_open() -> Iterator[psycopg.Connection[Any]]:
+    """A transaction with an id of its own, open on a session of its own (none of Galley's idle bound: as a
+    forgotten `psql` or report would hold it) until the block ends. It pins the database's MVCC horizon: no
+    row version changed after it began can be removed (docs/operations.md#queue-health)."""
+    holder = raw_connection(options="-c idle_in_transaction_session_timeout=0")
+    try:
+        holder.execute("SELECT pg_current_xact_id()")
+        yield holder
+    finally:
+        holder.close()
+
+
+def make_dead_operation_tuples(count: int) -> None:
+    """`count` dead row versions in the operation table, and nothing else left behind: pending operations
+    inserted on a session of its own in a transaction rolled back (an aborted insert's tuples are dead).
+    Returns once PostgreSQL's statistics count them, as the next statement of this connection reads them."""
+    before = get_queue_health().dead_tuples
+    with raw_connection() as inserter:
+        inserter.execute("SELECT 1")  # a transaction, so that the insert's own block is a savepoint in it
+        insert_pending_operations(inserter, kind="dead-tuples", count=count)
+        inserter.rollback()
+        inserter.execute("SELECT pg_stat_force_next_flush()")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        clear_statistics_snapshot()
+        # Counted: the figure moved and holds them (an autovacuum in between may have removed the earlier ones).
+        dead = get_queue_health().dead_tuples
+        if dead != before and dead >= count:
+            return
+        assert time.monotonic() < deadline, "the statistics did not count the dead tuples"
+        time.sleep(0.05)
+
+
+def clear_statistics_snapshot() -> None:
+    """Drop what this transaction cached of PostgreSQL's statistics and sessions (pg_stat_*, pg_stat_activity:
+    read once per transaction), so that its next read sees them now: a test runs in one transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")

@@ -7,8 +7,6 @@ SCHEDULES = [
     {"name": "galley-sweep", "func": "workers.tasks.sweep", "schedule_type": Schedule.MINUTES, "minutes": 1},
     # Retention: finished operations older than GALLEY_RETENTION_DAYS (docs/invariants.md#i11).
     {"name": "galley-purge", "func": "workers.tasks.purge", "schedule_type": Schedule.HOURLY},
-    # Retention of the JSON API's Idempotency-Key records (GALLEY_RETENTION_DAYS). A dotted name,
-    # not an import: the machinery imports no domain app.
     # Drift at the target: re-read a bounded number of published revisions (GALLEY_DRIFT_CHECKS_PER_RUN).
     {
         "name": "galley-drift-check",
@@ -23,6 +21,8 @@ SCHEDULES = [
         "schedule_type": Schedule.MINUTES,
         "minutes": 1,
     },
+    # Retention of the JSON API's Idempotency-Key records (GALLEY_RETENTION_DAYS). A dotted name,
+    # not an import: the machinery imports no domain app.
     {
         "name": "galley-purge-idempotency-keys",
         "func": "publishing.tasks.purge_idempotency_keys",

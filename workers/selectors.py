@@ -12,10 +12,12 @@ import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import Now, TruncMinute
 
 from workers.models import NEEDS_OPERATOR, WAITING_STATUSES, Attempt, ChannelGate, Conflict, Operation, OperationStatus
+from workers.sql import QUEUE_HEALTH_SQL
 
 S = OperationStatus
 
@@ -55,6 +57,27 @@ def get_queue_summary() -> QueueSummary:
     )
     figures["open_conflicts"] = Conflict.objects.filter(resolved_at__isnull=True).count()
     return QueueSummary(**figures)
+
+
+@dataclass(frozen=True)
+class QueueHealth:
+    """What keeps the claim fast (docs/operations.md#queue-health): how long the oldest open transaction of
+    the database has been open (0 when none; a transaction open that long keeps every row version since
+    its start), and the operation table's dead and live tuples as PostgreSQL's statistics last counted."""
+
+    oldest_transaction_seconds: float
+    dead_tuples: int
+    live_tuples: int
+
+
+def get_queue_health() -> QueueHealth:
+    """One statement over pg_stat_activity and pg_stat_user_tables. A database role that does not own the
+    other sessions sees their transactions only with pg_read_all_stats (docs/operations.md#queue-health)."""
+    with connection.cursor() as cursor:
+        cursor.execute(QUEUE_HEALTH_SQL)
+        columns = [column.name for column in cursor.description]
+        row = dict(zip(columns, cursor.fetchone(), strict=True))
+    return QueueHealth(**row)
 
 
 @dataclass(frozen=True)

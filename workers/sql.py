@@ -483,25 +483,31 @@ RETURNING {_NEEDED_COLUMNS}
 
 # The retention purge (docs/invariants.md#i11): finished operations older than the period, with their attempts and
 # dependency edges; never one an unfinished operation depends on, nor one with a conflict (the operators'
-# record).
+# record). One batch: at most %(batch)s operations with ids above %(after)s, in id order along the primary key,
+# so that batch after batch reads on from where the last one stopped (one pass over the table in all);
+# returns how many went and the last id purged (NULL when none).
 PURGE_SQL = f"""
 WITH purged AS (
     SELECT o.id
     FROM {OPERATION} o
-    WHERE o.status IN ({FINISHED})
+    WHERE o.id > %(after)s
+      AND o.status IN ({FINISHED})
       AND o.finished_at < statement_timestamp() - make_interval(days => %(days)s::integer)
       AND NOT EXISTS (SELECT 1 FROM {CONFLICT} c WHERE c.operation_id = o.id)
       AND NOT EXISTS (
           SELECT 1 FROM {DEPENDENCY} d JOIN {OPERATION} u ON u.id = d.operation_id
           WHERE d.prerequisite_id = o.id AND u.status IN ({UNFINISHED}))
+    ORDER BY o.id
+    LIMIT %(batch)s
     FOR UPDATE OF o SKIP LOCKED
 ),
 attempts AS (DELETE FROM {ATTEMPT} a USING purged WHERE a.operation_id = purged.id),
-edges AS (
-    DELETE FROM {DEPENDENCY} d USING purged
-    WHERE d.operation_id = purged.id OR d.prerequisite_id = purged.id
-)
-DELETE FROM {OPERATION} o USING purged WHERE o.id = purged.id
+edges_out AS (DELETE FROM {DEPENDENCY} d USING purged WHERE d.operation_id = purged.id),
+-- Apart from edges_out, so that each reads its own index (an OR would read every edge, batch after batch);
+-- an edge between two purged operations is deleted once, the second DELETE skips it.
+edges_in AS (DELETE FROM {DEPENDENCY} d USING purged WHERE d.prerequisite_id = purged.id),
+deleted AS (DELETE FROM {OPERATION} o USING purged WHERE o.id = purged.id RETURNING o.id)
+SELECT count(*) AS purged, max(id) AS last_id FROM deleted
 """  # noqa: S608 -- this module's constants
 
 
@@ -536,3 +542,25 @@ SWEEP_LOCK_KEY = 0x47414C4C4559
 # so a sweep whose connection is lost leaves it to the next.
 TRY_SWEEP_LOCK_SQL = f"SELECT pg_try_advisory_lock({SWEEP_LOCK_KEY}) AS locked"
 SWEEP_UNLOCK_SQL = f"SELECT pg_advisory_unlock({SWEEP_LOCK_KEY})"
+
+
+# --- the queue's health (workers.selectors.get_queue_health; docs/operations.md#queue-health) ------
+
+# The oldest open transaction of this database's client backends (this one left out: a scrape is never
+# the culprit), timed on the statement's clock (a request's transaction may have begun before the one
+# it finds), and the operation table's dead and live tuples as the statistics last counted them. A
+# transaction left open keeps every row version since its start alive, the claim's index entries
+# included (docs/operations.md#queue-health). Autovacuum workers are left out: a vacuum holds back no one.
+QUEUE_HEALTH_SQL = f"""
+SELECT
+    COALESCE((
+        SELECT extract(epoch FROM max(statement_timestamp() - a.xact_start))
+        FROM pg_stat_activity a
+        WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'
+          AND a.xact_start IS NOT NULL
+    ), 0)::float8 AS oldest_transaction_seconds,
+    s.n_dead_tup AS dead_tuples,
+    s.n_live_tup AS live_tuples
+FROM pg_stat_user_tables s
+WHERE s.relid = {sql_literal(OPERATION)}::regclass
+"""  # noqa: S608 -- this module's constants

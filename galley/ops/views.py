@@ -37,7 +37,9 @@ from workers.models import Attempt, Operation, OperationStatus
 from workers.selectors import (
     ChannelGateState,
     MinuteCount,
+    QueueHealth,
     QueueSummary,
+    get_queue_health,
     get_queue_summary,
     list_attempts_per_minute,
     list_channel_gates,
@@ -154,6 +156,19 @@ def _schedule_context() -> dict[str, object]:
     }
 
 
+def _health_context(health: QueueHealth) -> dict[str, object]:
+    """The queue's health and whether each figure is past its warning threshold (docs/operations.md#queue-health)."""
+    return {
+        "health": health,
+        "long_transaction": health.oldest_transaction_seconds > settings.GALLEY_LONG_TRANSACTION_WARN_SECONDS,
+        "oldest_transaction": duration(datetime.timedelta(seconds=health.oldest_transaction_seconds)),
+        "long_transaction_limit": duration(datetime.timedelta(seconds=settings.GALLEY_LONG_TRANSACTION_WARN_SECONDS)),
+        "many_dead_tuples": health.dead_tuples > settings.GALLEY_DEAD_TUPLES_WARN,
+        "dead_tuples_limit": settings.GALLEY_DEAD_TUPLES_WARN,
+        "operation_table": Operation._meta.db_table,
+    }
+
+
 def _channel_rows() -> list[tuple[ChannelFigures, str, ChannelGateState | None]]:
     """Each channel's figures, its oldest queued operation's age, and its gate (rate limit, pauses), if any."""
     gates = {gate.channel: gate for gate in list_channel_gates()}
@@ -229,7 +244,7 @@ def ops(request: HttpRequest) -> HttpResponse:
         ),
     ]
     context = {
-        **_status_context(summary, now),
+        **_status_context(summary, get_queue_health(), now),
         "statuses": [(status.value, status.label) for status in statuses],
         "queue_rows": queue_rows,
         "attempt_totals": [(label, total) for label, _, total in attempt_series],
@@ -242,14 +257,19 @@ def ops(request: HttpRequest) -> HttpResponse:
     return render(request, "ops/ops.html", context)
 
 
-def _status_context(summary: QueueSummary, now: datetime.datetime) -> dict[str, object]:
-    return {"summary": summary, "oldest_due_age": duration(summary.oldest_due_age), "now": now}
+def _status_context(summary: QueueSummary, health: QueueHealth, now: datetime.datetime) -> dict[str, object]:
+    return {
+        "summary": summary,
+        "oldest_due_age": duration(summary.oldest_due_age),
+        "now": now,
+        **_health_context(health),
+    }
 
 
 @live_partial("ops")
 def ops_live(request: HttpRequest) -> Partial:
-    """The "Now" tiles, polled by the page. Always live: an operator watches for work that has not
-    arrived yet, so an empty queue is no reason to stop."""
+    """The "Now" tiles and the queue-health warnings, polled by the page. Always live: an operator watches
+    for work that has not arrived yet, so an empty queue is no reason to stop."""
     require_role(request.user, Role.OPERATOR, to="see the operations page")
     now = timezone.now().replace(second=0, microsecond=0)
-    return Partial("ops/_status.html", _status_context(get_queue_summary(), now), live=True)
+    return Partial("ops/_status.html", _status_context(get_queue_summary(), get_queue_health(), now), live=True)

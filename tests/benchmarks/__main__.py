@@ -13,6 +13,8 @@ runs the figures named by BENCH_ONLY, printing one table at the end. Sizes come 
 - latency.py      (e) approval → published p50/p95 at 20 approvals/s through qcluster;
 - pages.py        (f) dashboard and brief list p95 and query counts with 100k briefs;
 - claims.py       claim latency beside 1M finished operations vs 10k;
+- horizon.py      claim latency p50/p99 and dead tuples with a transaction held open across the run, beside
+                  the same without;
 - spike.py        lateness of 10k publishes scheduled for the same second (first claim - T, verified - T)
                   through 4 run_worker, beside the psycopg ceiling's jobs due in that second;
 - rss.py          (g) a run_worker's RSS over 100k operations.
@@ -47,7 +49,8 @@ from tests.benchmarks.support import (
 )
 from tests.processes import manage
 
-FIGURES = ("throughput", "roundtrips", "latency", "pages", "claims", "spike", "rss")  # modules, in running order
+# The figures' modules, in running order.
+FIGURES = ("throughput", "roundtrips", "latency", "pages", "claims", "horizon", "spike", "rss")
 
 
 def prepare(sizes: Sizes, logs: Path, started: float, postgres: Postgres, targets: dict[int, Target]) -> Bench:

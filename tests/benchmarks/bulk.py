@@ -10,7 +10,8 @@ reads them.
   publish and verify operations that succeeded with one attempt each and the verify → publish edge, and
   published_revision_number).
 - finished operations: publish/verify pairs that succeeded, with their attempts and dependency edges.
-- pending operations: what enqueue_operation inserts for a fresh intent.
+- pending operations: what enqueue_operation inserts for a fresh intent; and those claimed and finished in
+  bulk, leaving the row versions the claim and the finish leave.
 """
 
 from __future__ import annotations
@@ -222,10 +223,63 @@ def insert_pending_operations(conn: psycopg.Connection, *, kind: str, count: int
                    '{}'::jsonb,
                    'pending', 0, 0, 8, statement_timestamp(), statement_timestamp() + interval '1 day', '', 0, '', '',
                    false, statement_timestamp(), statement_timestamp()
-            FROM generate_series(%(first)s + 1, %(first)s + %(count)s) AS g
+            FROM generate_series(%(first)s::bigint + 1, %(first)s::bigint + %(count)s) AS g
             """,
             {"kind": kind, "count": count, "first": first},
         )
+
+
+def claim_and_finish(conn: psycopg.Connection, *, kind: str, batch: int = 1000) -> int:
+    """Every pending operation of `kind` claimed and then succeeded, as the claim and the fenced finish leave
+    them (a lease and an attempt taken, then the lease released, the attempt closed, the finish time set),
+    `batch` operations per transaction and each step committed apart, so that every operation leaves the
+    row versions a real claim and finish leave. Returns how many. Autocommit connection."""
+    done = 0
+    while True:
+        with conn.transaction():
+            claimed = conn.execute(
+                """
+                WITH due AS (
+                    SELECT id FROM workers_operation WHERE kind = %(kind)s AND status = 'pending'
+                    ORDER BY id LIMIT %(batch)s
+                ), claimed AS (
+                    UPDATE workers_operation o
+                    SET status = 'running', lease_owner = 'bench-churn',
+                        lease_expires_at = statement_timestamp() + interval '60 seconds',
+                        fencing_token = o.fencing_token + 1, attempts = o.attempts + 1,
+                        updated_at = statement_timestamp()
+                    FROM due WHERE o.id = due.id
+                    RETURNING o.id, o.attempts, o.fencing_token
+                ), opened AS (
+                    INSERT INTO workers_attempt (id, operation_id, number, worker_id, fencing_token, ambiguous,
+                                                 due_at, started_at, outcome, error_kind, error_message, usage)
+                    SELECT gen_random_uuid(), id, attempts, 'bench-churn', fencing_token, false,
+                           statement_timestamp(), statement_timestamp(), '', '', '', '{}'::jsonb
+                    FROM claimed
+                )
+                SELECT array_agg(id) FROM claimed
+                """,
+                {"kind": kind, "batch": batch},
+            ).fetchone()[0]  # type: ignore[index]
+        if not claimed:
+            return done
+        with conn.transaction():
+            conn.execute(
+                """
+                WITH finished AS (
+                    UPDATE workers_operation
+                    SET status = 'succeeded', lease_owner = '', lease_expires_at = NULL, result = '{}'::jsonb,
+                        finished_at = statement_timestamp(), updated_at = statement_timestamp()
+                    WHERE id = ANY(%(ids)s)
+                    RETURNING id
+                )
+                UPDATE workers_attempt a
+                SET finished_at = statement_timestamp(), outcome = 'succeeded', duration_ms = 1
+                FROM finished WHERE a.operation_id = finished.id AND a.finished_at IS NULL
+                """,
+                {"ids": claimed},
+            )
+        done += len(claimed)
 
 
 def check_payload_hashes(conn: psycopg.Connection, *, first: int, last: int) -> None:

@@ -53,10 +53,12 @@ class Sizes:
     finished_small: int = 10_000  # finished operations beside the claims (the small database)
     finished_large: int = 1_000_000  # ... and in the large one
     claims: int = 300  # claims per probe
+    horizon_churn: int = 20_000  # operations claimed and finished in bulk before the horizon probe (horizon.py)
+    horizon_claims: int = 1000  # claims per probe beside a transaction held open, and without
     spike: int = 10_000  # publishes scheduled for one second T (and the ceiling's jobs due then), per round
     rss_operations: int = 100_000  # no-op operations one run_worker process runs for the RSS figure
-    budget_seconds: float = 720.0  # the whole run; the RSS figure (last) stops when it runs out, saying how far it got
-    only: str = "throughput,roundtrips,latency,pages,claims,spike,rss"  # which figures to run
+    budget_seconds: float = 840.0  # the whole run; the RSS figure (last) stops when it runs out, saying how far it got
+    only: str = "throughput,roundtrips,latency,pages,claims,horizon,spike,rss"  # which figures to run
 
     @classmethod
     def from_environment(cls) -> Sizes:
@@ -81,9 +83,11 @@ MAIN = "galley_bench"  # Galley's rounds, django-q2's peer, the latency and page
 CEILING = "bench_ceiling"  # the psycopg ceiling (a copy of the migrated schema)
 CLAIMS_SMALL = "bench_claims_small"  # claim latency beside few finished operations ...
 CLAIMS_LARGE = "bench_claims_large"  # ... and beside many
+HORIZON_FREE = "bench_horizon_free"  # claims with no transaction held open ...
+HORIZON_PINNED = "bench_horizon_pinned"  # ... and beside one (each its own database: the horizon is per database)
 RSS = "bench_rss"  # the RSS figure's no-op operations
 PROCRASTINATE = "bench_procrastinate"  # Procrastinate's own schema
-TEMPLATES = (CEILING, CLAIMS_SMALL, CLAIMS_LARGE, RSS)
+TEMPLATES = (CEILING, CLAIMS_SMALL, CLAIMS_LARGE, HORIZON_FREE, HORIZON_PINNED, RSS)
 
 
 @dataclass

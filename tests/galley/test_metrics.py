@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from publishing.actions.briefs import check_create_brief
 from publishing.identities import SUMMARY_STEP, publish_key
 from publishing.models import StepArtifact
+from tests.concurrency import clear_statistics_snapshot, make_dead_operation_tuples, transaction_held_open
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.reference_target import TOKEN as TARGET_TOKEN
 from tests.web import client_for
@@ -24,6 +25,7 @@ from workers.actions.gates import pause_channel, set_channel_rate
 from workers.actions.operator import do_retry_operation_now
 from workers.drain import drain
 from workers.models import Attempt, ChannelGate
+from workers.selectors import get_queue_health
 
 METRICS = "/metrics"
 TOKEN = "scrape-me-please"
@@ -239,3 +241,21 @@ def test_i15_metrics__missed_schedule__overdue_gauge_then_lateness_once_per_oper
     assert moved("galley_schedule_lateness_seconds_bucket", channel="web", le="60.0") == 0  # two minutes late
     assert moved("galley_schedule_lateness_seconds_bucket", channel="web", le="+Inf") == 1
     assert moved("galley_schedule_lateness_seconds_sum", channel="web") >= 120
+
+
+@pytest.mark.django_db
+def test_metrics__transaction_held_open_and_dead_tuples__oldest_transaction_age_and_tuples_shown(users):
+    """A transaction left open on another session pins the MVCC horizon: its age is on /metrics (the scrape's own
+    transaction is not counted), beside the operation table's dead and live tuples."""
+    client = client_for(users["operator"])
+    idle = samples(client.get(METRICS))
+    make_dead_operation_tuples(5)
+    with transaction_held_open():
+        clear_statistics_snapshot()
+        held = samples(client.get(METRICS))
+
+    assert value(idle, "galley_database_oldest_transaction_seconds") == 0.0  # this test's own transaction is left out
+    assert value(held, "galley_database_oldest_transaction_seconds") > 0.0
+    health = get_queue_health()
+    assert value(held, "galley_operation_table_dead_tuples") == health.dead_tuples >= 5
+    assert ("galley_operation_table_live_tuples", frozenset()) in held

@@ -24,6 +24,7 @@ from publishing.identities import (
 )
 from publishing.roles import Role
 from tests.browser import PASSWORD, screenshot, sign_in
+from tests.concurrency import make_dead_operation_tuples, transaction_held_open
 from tests.processes import BASE_DIR
 from tests.publishing.handlers.test_publications import approve, run_worker
 from tests.web import client_for
@@ -31,6 +32,7 @@ from workers.actions.enqueue import enqueue_operation
 from workers.actions.gates import pause_channel
 from workers.drain import drain
 from workers.models import Operation
+from workers.selectors import get_queue_health
 
 OPS = "/ops/"
 
@@ -188,7 +190,43 @@ def test_query_count__ops__constant_with_1000_briefs(operator, editor, django_as
     with django_assert_num_queries(few):
         response = client.get(OPS)
     assert response.context["queue_rows"][0][1] == [1000]  # summary steps, all pending
-    assert few <= 18  # session, user, roles, the nav's counts, and eleven statements of ours
+    assert few <= 19  # session, user, roles, the nav's counts, and twelve statements of ours (the health one too)
+
+
+@pytest.mark.django_db
+def test_queue_health__transaction_held_open__warned_above_the_threshold_not_below(operator, settings):
+    client = client_for(operator)
+    with transaction_held_open():
+        settings.GALLEY_LONG_TRANSACTION_WARN_SECONDS = 3600
+        calm = client.get(OPS).content.decode()
+        settings.GALLEY_LONG_TRANSACTION_WARN_SECONDS = 0
+        warned = client.get(OPS).content.decode()
+        live = client.get("/ops/live/", HTTP_HX_REQUEST="true").content.decode()  # what the page polls
+
+    assert 'id="queue-health"' not in calm
+    assert 'id="long-transaction-warning"' in live
+    assert 'id="long-transaction-warning"' in warned
+    assert "A transaction has been open for" in warned
+    assert "pg_terminate_backend(pid)" in warned  # what to do, not only what is wrong
+    assert 'id="dead-tuples-warning"' not in warned
+
+
+@pytest.mark.django_db
+def test_queue_health__dead_tuples__warned_above_the_threshold_not_at_it(operator, settings):
+    make_dead_operation_tuples(60)
+    dead = get_queue_health().dead_tuples  # this transaction's snapshot of the statistics, as the page reads it
+    client = client_for(operator)
+
+    settings.GALLEY_DEAD_TUPLES_WARN = dead
+    calm = client.get(OPS).content.decode()
+    settings.GALLEY_DEAD_TUPLES_WARN = dead - 1
+    warned = client.get(OPS).content.decode()
+
+    assert 'id="queue-health"' not in calm
+    assert 'id="dead-tuples-warning"' in warned
+    assert f"The operation table holds {dead} dead row versions" in warned
+    assert "VACUUM (ANALYZE) workers_operation" in warned
+    assert 'id="long-transaction-warning"' not in warned
 
 
 def _captured(client: Client) -> CaptureQueriesContext:

@@ -13,6 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import override_settings
 from django.utils import timezone
 
+from tests.benchmarks.bulk import insert_finished_operations
 from workers import registry
 from workers.actions.claims import claim_operations, complete_operation, fail_operation, renew_lease
 from workers.actions.enqueue import enqueue_operation
@@ -488,6 +489,39 @@ def test_key_retention__purge_keeps_unfinished_and_recent_operations():
     assert set(Operation.objects.values_list("key", flat=True)) == {"done-new", "pending-old", "prereq-old"}
     # The purged operation's attempt went with it; the kept ones keep theirs.
     assert Attempt.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_key_retention__purge_of_a_backlog__in_batches_leaves_only_the_rows_still_needed():
+    """What a claim reads beside (operations, their attempts and dependency edges) stays few: a backlog of
+    finished publish/verify pairs goes batch after batch, edges and attempts with it, in both directions of
+    an edge; what is left is work in flight, the prerequisite it waits on, and what finished lately."""
+    enqueue("done-lately")
+    (done,) = claim()
+    complete_operation(done, Success(), started=time.monotonic())
+    # In the test's transaction (begun by the statements above), so the bulk's own block is a savepoint of it.
+    insert_finished_operations(connection.connection, count=40)  # 20 pairs, each with attempts and an edge
+    Operation.objects.exclude(key="done-lately").update(finished_at=timezone.now() - datetime.timedelta(days=40))
+    prerequisite = Operation.objects.filter(kind="publish").order_by("id").first()
+    waiting = enqueue("waits-on-a-finished-one").operation
+    Dependency.objects.create(operation=waiting, prerequisite=prerequisite)
+
+    assert purge_finished_operations(older_than_days=30, batch=7) == 39  # five full batches, then the last 4
+
+    assert set(Operation.objects.values_list("key", flat=True)) == {prerequisite.key, waiting.key, "done-lately"}
+    assert set(Attempt.objects.values_list("operation__key", flat=True)) == {prerequisite.key, "done-lately"}
+    # The kept publish's edge from its verify went with the verify; the waiting operation's stays.
+    assert list(Dependency.objects.values_list("operation__key", "prerequisite__key")) == [
+        (waiting.key, prerequisite.key)
+    ]
+
+
+@pytest.mark.django_db
+def test_key_retention__purge_inside_a_transaction__refused():
+    """Each batch commits on its own: a purge inside a caller's transaction would hold all of it (and the MVCC
+    horizon) until that one ends."""
+    with transaction.atomic(), pytest.raises(RuntimeError, match="durable"):
+        purge_finished_operations()
 
 
 # --- docs/invariants.md#i13: audited, idempotent operator actions ----------------------------------------

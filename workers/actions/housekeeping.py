@@ -11,7 +11,7 @@ from psycopg.rows import dict_row
 
 from workers.doorbell import ring_doorbell
 from workers.models import OperationStatus
-from workers.prepared import execute_prepared, json_value
+from workers.prepared import execute_prepared, json_value, the_row
 from workers.registry import OperatorNeeded, operator_needed
 from workers.sql import EXHAUSTED_SQL, PURGE_SQL, RECONCILE_EXPIRED_SQL
 
@@ -55,14 +55,33 @@ def reconcile_expired_leases() -> dict[str, int]:
     }
 
 
-@transaction.atomic(durable=True)
-def purge_finished_operations(*, older_than_days: int | None = None) -> int:
+# Finished operations per purge transaction: a backlog of a million (the first purge after a long
+# retention, or after a burst) goes in short transactions, none of which holds the MVCC horizon back
+# for long (docs/operations.md#queue-health).
+PURGE_BATCH = 1000
+
+
+def purge_finished_operations(*, older_than_days: int | None = None, batch: int = PURGE_BATCH) -> int:
     """Delete finished operations, with their attempts and dependency edges, older than the
-    retention period (docs/invariants.md#i11).
+    retention period (docs/invariants.md#i11); returns how many went.
 
     Never touches an unfinished operation, one an unfinished operation depends on, or one
-    with a key conflict (kept for the operators' record).
+    with a key conflict (kept for the operators' record). Batches of `batch` operations, each
+    its own durable transaction: never call it inside one. An operation locked by someone else
+    is skipped (the next hourly purge takes it).
     """
     days = settings.GALLEY_RETENTION_DAYS if older_than_days is None else older_than_days
-    with execute_prepared(PURGE_SQL, {"days": days}) as cursor:
-        return cursor.rowcount
+    purged, after = 0, 0
+    while True:
+        count, after = _purge_batch(days=days, after=after, batch=batch)
+        purged += count
+        if count < batch:
+            return purged
+
+
+@transaction.atomic(durable=True)
+def _purge_batch(*, days: int, after: int, batch: int) -> tuple[int, int]:
+    """One batch of the purge: how many went, and the last id purged (the next batch reads on from it)."""
+    with execute_prepared(PURGE_SQL, {"days": days, "after": after, "batch": batch}, row_factory=dict_row) as cursor:
+        row = the_row(cursor)
+    return row["purged"], row["last_id"] if row["last_id"] is not None else after
