@@ -119,6 +119,8 @@ class Newsroom:
         wait_until(self.web_ready, timeout=SETUP_TIMEOUT, what="the web answering from the new primary")
         for child in (self.web, *self.workers):
             assert child.process.poll() is None, f"{child.name} exited\n{child.output()}"
+        for worker in self.workers:  # each met the dead primary, backed off and reconnected
+            assert "database unavailable" in worker.output(), worker.output()
 
     def web_ready(self) -> bool:
         return httpx.get(f"{self.base}/readyz", timeout=10).status_code == 200
@@ -139,16 +141,16 @@ def approved(desk: Child) -> list[str]:
     return [line.removeprefix("approved ") for line in desk.output().splitlines() if line.startswith("approved ")]
 
 
-def summary(case: str, *, applications: int, adoptions: int, lost: int, duplicates: int) -> None:
-    print(
-        f"\nfailover[{case}]: applications={applications} adoptions={adoptions} "
-        f"lost_approvals={lost} duplicates={duplicates}"
-    )
+def summary(record_property, case: str, *, applications: int, adoptions: int, lost: int, duplicates: int) -> None:
+    """The run's figures, on stdout (pytest -s) and in the JUnit report (record_property)."""
+    figures = f"applications={applications} adoptions={adoptions} lost_approvals={lost} duplicates={duplicates}"
+    record_property(f"failover_{case}", figures)
+    print(f"\nfailover[{case}]: {figures}")
 
 
 @pytest.mark.acceptance
 def test_nothing_lost__synchronous_replica_promoted_under_load__every_approval_published_once(
-    replicated, start_target, spawn, keep, tmp_path
+    replicated, start_target, spawn, keep, tmp_path, record_property
 ):
     pair = replicated(synchronous=True)
     newsroom = Newsroom(pair, start_target=start_target, spawn=spawn, keep=keep, tmp_path=tmp_path)
@@ -178,12 +180,12 @@ def test_nothing_lost__synchronous_replica_promoted_under_load__every_approval_p
         f"web: briefs={BRIEFS} held={BRIEFS} recorded={BRIEFS} adopted=0 lost_approvals=0 in_flight=0 unaccounted=0"
     ]
     newsroom.stop_workers()
-    summary("sync", applications=len(keys), adoptions=0, lost=0, duplicates=newsroom.duplicates())
+    summary(record_property, "sync", applications=len(keys), adoptions=0, lost=0, duplicates=newsroom.duplicates())
 
 
 @pytest.mark.acceptance
 def test_nothing_lost__asynchronous_replica_lagging_promoted__sends_adopted_lost_approvals_counted(
-    replicated, start_target, spawn, keep, tmp_path
+    replicated, start_target, spawn, keep, tmp_path, record_property
 ):
     pair = replicated(synchronous=False)
     newsroom = Newsroom(pair, start_target=start_target, spawn=spawn, keep=keep, tmp_path=tmp_path)
@@ -242,4 +244,11 @@ def test_nothing_lost__asynchronous_replica_lagging_promoted__sends_adopted_lost
     assert rows("SELECT status FROM publishing_brief WHERE public_id = %s", (again,)) == [("published",)]
     assert sorted(newsroom.keys()) == sorted(keys)
     newsroom.stop_workers()
-    summary("async", applications=len(keys), adoptions=adopted, lost=adopted, duplicates=newsroom.duplicates())
+    summary(
+        record_property,
+        "async",
+        applications=len(keys),
+        adoptions=adopted,
+        lost=adopted,
+        duplicates=newsroom.duplicates(),
+    )
