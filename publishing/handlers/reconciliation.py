@@ -74,7 +74,8 @@ def reconcile_channel(slug: str, *, brief_ids: list[str] | None = None) -> Chann
         for number in range(held.revision, 0, -1):
             key = publish_key(public_id, number, slug)
             if Publication.objects.filter(operation_key=key).exists():
-                found.recorded += number == held.revision
+                if number == held.revision:
+                    found.recorded += 1
                 break
             receipt = client.lookup(key)
             if receipt is None:
