@@ -40,3 +40,22 @@ def test_database_config__several_hosts_no_port__no_port_list():
 def test_database_config__port_not_a_number__refused_naming_it():
     with pytest.raises(ImproperlyConfigured, match="'x5432'"):
         database_config("postgresql://u@a:x5432/db")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres@/postgres?host=/run/postgresql",
+        "postgresql://galley:s%40cret@db.example:6432/news?sslmode=require",
+        "postgresql://postgres@127.0.0.1:5432,127.0.0.1:5433/galley?target_session_attrs=read-write",
+        "postgresql://u@primary,[::1]:5433/db",
+    ],
+)
+def test_database_config__url_a_child_process_gets__same_settings(url, monkeypatch):
+    from django.db import connections
+
+    from tests.processes import child_database_url
+
+    config = database_config(url)
+    monkeypatch.setattr(connections["default"], "settings_dict", config)
+    assert database_config(child_database_url()) == config
