@@ -112,20 +112,47 @@ def postgres_options(existing: str, **parameters: str) -> str:
     return " ".join([*kept, *(f"-c {name}={value}" for name, value in parameters.items())])
 
 
+def _hosts_and_ports(netloc: str) -> tuple[str, str]:
+    """libpq's `host` and `port` lists from a URL's host part: `h1:p1,h2:p2` (an IPv6 address in
+    brackets) becomes ("h1,h2", "p1,p2"); a host without a port takes the default (an empty entry)."""
+    hosts: list[str] = []
+    ports: list[str] = []
+    for entry in netloc.split(","):
+        host, port = entry, ""
+        if entry.startswith("["):
+            host, _, rest = entry[1:].partition("]")
+            port = rest.removeprefix(":")
+        elif ":" in entry:
+            host, port = entry.rsplit(":", 1)
+        if port and not port.isdigit():
+            raise ImproperlyConfigured(f"DATABASE_URL names the port {port!r} of {host!r}, which is not a number")
+        hosts.append(unquote(host))
+        ports.append(port)
+    return ",".join(hosts), ",".join(ports) if any(ports) else ""
+
+
 def database_config(url: str) -> dict[str, Any]:
-    """Django DATABASES entry for a postgresql:// URL (a `host=` query names a socket directory)."""
+    """Django DATABASES entry for a postgresql:// URL (a `host=` query names a socket directory).
+
+    Several hosts, as libpq allows (`postgresql://u@h1:5432,h2:5432/db?target_session_attrs=read-write`),
+    become comma-separated HOST and PORT lists: libpq tries them in order and, with
+    target_session_attrs, keeps the one that accepts writes, so a session follows a failover
+    (docs/operations.md#failover).
+    """
     parts = urlsplit(url)
     if parts.scheme not in {"postgres", "postgresql"}:
         raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, got scheme {parts.scheme!r}")
     query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     name = unquote(parts.path.lstrip("/")) or query.pop("dbname", "postgres")
-    host = query.pop("host", None) or parts.hostname or ""
+    userinfo, _, netloc = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    hosts, ports = _hosts_and_ports(netloc) if netloc else ("", "")
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
-        "USER": unquote(parts.username or "") or "postgres",
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": host,
-        "PORT": str(parts.port or ""),
+        "USER": unquote(user) or "postgres",
+        "PASSWORD": unquote(password),
+        "HOST": query.pop("host", None) or hosts,
+        "PORT": query.pop("port", None) or ports,
         "OPTIONS": query,
     }

@@ -38,7 +38,12 @@ def child_database_url() -> str:
         netloc = auth
         query["host"] = host
     else:
-        netloc = f"{auth}{host}{':' + str(port) if port else ''}"
+        # libpq's lists (docs/operations.md#failover): a host list with one port each, or one for all.
+        hosts = host.split(",")
+        ports = str(port).split(",") if port else [""]
+        ports = ports * len(hosts) if len(ports) == 1 else ports
+        pairs = zip((f"[{name}]" if ":" in name else name for name in hosts), ports, strict=True)
+        netloc = auth + ",".join(f"{name}:{number}" if number else name for name, number in pairs)
     url = f"postgresql://{netloc}/{quote(settings['NAME'], safe='')}"
     return f"{url}?{urlencode(query)}" if query else url
 

@@ -4,6 +4,7 @@ Endpoints
     POST /v1/publications            apply once per Idempotency-Key (bearer token)
     POST /v1/publications/{id}/retraction   take the brief's article down, once per Idempotency-Key (bearer token)
     GET  /v1/publications?operation_key=K, GET /v1/publications/{id}   look-up and read-back (bearer token)
+    GET  /v1/briefs/{brief_id}       look-up by brief: the newest revision held (bearer token)
     GET  /v1/status                  {"target", "fence"}: whether the revision fence is on (bearer token)
     GET  /articles/{id}              the published page: the article's title and body, no other markup
     GET  /_ledger                    every first application, in order (for tests and operators)
@@ -57,6 +58,7 @@ logger = logging.getLogger(__name__)
 _HTML = "text/html; charset=utf-8"
 _PUBLICATION_PATH = re.compile(r"/v1/publications/([A-Za-z0-9_-]+)")
 _RETRACTION_PATH = re.compile(r"/v1/publications/([A-Za-z0-9_-]+)/retraction")
+_BRIEF_PATH = re.compile(r"/v1/briefs/([A-Za-z0-9_.:-]+)")
 _ARTICLE_PATH = re.compile(r"/articles/([A-Za-z0-9_-]+)")
 
 
@@ -223,6 +225,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self._not_found()
             else:
                 self._json(200, publication_state(row))
+            return
+        if match := _BRIEF_PATH.fullmatch(path):
+            if not self._authorised():
+                return
+            with target.store.connect() as conn:
+                row = target.store.newest_of_brief(conn, match.group(1))
+            if row is None:
+                self._not_found()
+            else:
+                self._json(
+                    200, {"brief_id": row["brief_id"], "revision": row["revision"], "permalink": row["permalink"]}
+                )
             return
         if match := _PUBLICATION_PATH.fullmatch(path):
             if not self._authorised():

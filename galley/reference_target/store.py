@@ -140,6 +140,12 @@ class Store:
     def by_id(self, conn: sqlite3.Connection, publication_id: str) -> sqlite3.Row | None:
         return conn.execute(f"{_PUBLICATION} WHERE p.id = ?", (publication_id,)).fetchone()
 
+    def newest_of_brief(self, conn: sqlite3.Connection, brief_id: str) -> sqlite3.Row | None:
+        """The brief's newest revision held (the look-up by brief), or None."""
+        return conn.execute(
+            f"{_PUBLICATION} WHERE p.brief_id = ? ORDER BY p.revision DESC, p.published_at DESC LIMIT 1", (brief_id,)
+        ).fetchone()
+
     def retraction_by_key(self, conn: sqlite3.Connection, operation_key: str) -> sqlite3.Row | None:
         return conn.execute("SELECT * FROM retractions WHERE operation_key = ?", (operation_key,)).fetchone()
 

@@ -5,6 +5,7 @@ the verify operation's finalize)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -80,6 +81,26 @@ def do_request_publication(revision: Revision, *, channel: str, scheduled_for: d
     return enqueued
 
 
+def insert_publication(
+    revision: Revision, *, channel: str, external_id: str, permalink: str, now: datetime
+) -> dict[str, Any] | None:
+    """Insert the Publication of `revision` on `channel` under its publish key, the brief locked first
+    (RECORD_PUBLICATION_SQL); its new row's id and channel_id, or None when it is recorded already.
+    In the caller's transaction."""
+    params = {
+        "brief_id": revision.brief_id,
+        "revision_id": revision.id,
+        "key": publish_key(revision.brief.public_id, revision.number, channel),
+        "payload_hash": revision.payload_hash,
+        "external_id": external_id,
+        "permalink": permalink,
+        "now": now,
+        "channel": channel,
+    }
+    with execute_prepared(RECORD_PUBLICATION_SQL, params, row_factory=dict_row) as cursor:
+        return cursor.fetchone()
+
+
 @transaction.atomic(savepoint=False)
 def do_record_publication(
     revision: Revision, *, channel: str, publish_operation_id: int, external_id: str, permalink: str
@@ -92,18 +113,7 @@ def do_record_publication(
     public_id = revision.brief.public_id
     key = publish_key(public_id, revision.number, channel)
     now = timezone.now()
-    params = {
-        "brief_id": revision.brief_id,
-        "revision_id": revision.id,
-        "key": key,
-        "payload_hash": revision.payload_hash,
-        "external_id": external_id,
-        "permalink": permalink,
-        "now": now,
-        "channel": channel,
-    }
-    with execute_prepared(RECORD_PUBLICATION_SQL, params, row_factory=dict_row) as cursor:
-        inserted = cursor.fetchone()
+    inserted = insert_publication(revision, channel=channel, external_id=external_id, permalink=permalink, now=now)
     if inserted is None:
         publication = Publication.objects.get(operation_key=key)
     else:

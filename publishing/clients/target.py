@@ -178,6 +178,16 @@ class Receipt:
 
 
 @dataclass(frozen=True)
+class BriefHeld:
+    """What a target holds of a brief (the look-up by brief, docs/target-protocol.md#look-up-by-brief): its
+    newest revision there and the permalink."""
+
+    brief_id: str
+    revision: int
+    permalink: str
+
+
+@dataclass(frozen=True)
 class RetractionReceipt:
     """A retraction's answer (docs/target-protocol.md#retraction): publication `id` was taken down under
     `operation_key` (the retraction key), at revision `revision`, at `retracted_at` (the target's clock)."""
@@ -322,18 +332,40 @@ class TargetClient:
     def lookup(self, operation_key: str) -> Receipt | None:
         """The publication applied under operation_key, or None if the target has none."""
         response = self._send("GET", "/v1/publications", params={"operation_key": operation_key}, headers=self._auth)
-        if response.status_code == 404:
-            if self._json(response).get("error") == "not_found":
-                return None
-            raise TargetInvalidResponse("A 404 without the not_found body: is the target URL right?", status=404)
-        if response.status_code != 200:
-            raise self._error(response)
+        if self._held_nothing(response):
+            return None
         receipt = self._receipt(response)
         if receipt.operation_key != operation_key:
             raise TargetInvalidResponse(
                 f"A look-up of {operation_key!r} returned {receipt.operation_key!r}", status=200
             )
         return receipt
+
+    def held_of_brief(self, brief_id: str) -> BriefHeld | None:
+        """The newest revision of `brief_id` the target holds, or None if it holds none."""
+        response = self._send("GET", f"/v1/briefs/{quote(brief_id, safe='')}", headers=self._auth)
+        if self._held_nothing(response):
+            return None
+        body = self._json(response)
+        try:
+            held = BriefHeld(
+                brief_id=str(body["brief_id"]), revision=int(body["revision"]), permalink=str(body["permalink"])
+            )
+        except (KeyError, TypeError, ValueError):
+            raise TargetInvalidResponse(f"A look-up of brief {brief_id!r} answered {body!r:.200}", status=200) from None
+        if held.brief_id != brief_id or held.revision < 1:
+            raise TargetInvalidResponse(f"A look-up of brief {brief_id!r} answered {body!r:.200}", status=200)
+        return held
+
+    def _held_nothing(self, response: httpx.Response) -> bool:
+        """True for a look-up's 404 not_found (the target holds nothing); raises for any other answer but 200."""
+        if response.status_code == 404:
+            if self._json(response).get("error") == "not_found":
+                return True
+            raise TargetInvalidResponse("A 404 without the not_found body: is the target URL right?", status=404)
+        if response.status_code != 200:
+            raise self._error(response)
+        return False
 
     def read_back(self, publication_id: str) -> Receipt:
         """The stored publication by the target's id (payload hash and permalink as the target holds them)."""

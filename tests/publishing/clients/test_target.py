@@ -17,6 +17,7 @@ import pytest
 
 from publishing.clients.http import parse_retry_after
 from publishing.clients.target import (
+    BriefHeld,
     Receipt,
     RetractionReceipt,
     TargetAmbiguous,
@@ -277,6 +278,45 @@ def test_lookup__404_html__invalid_response_not_none():
 
 def test_lookup__timeout__ambiguous():
     fails(raising(httpx.ConnectTimeout), TargetTimeout, lambda client: client.lookup(KEY))
+
+
+def test_held_of_brief__200__newest_revision_held__wordpress_extra_fields_ignored():
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/briefs/brief-042"
+        assert request.headers["Authorization"] == "Bearer s3cret"
+        # The WordPress plugin's answer adds its post's id.
+        return httpx.Response(
+            200, json={"brief_id": "brief-042", "post_id": 7, "revision": 3, "permalink": "http://t/a"}
+        )
+
+    with make_client(handler) as client:
+        assert client.held_of_brief("brief-042") == BriefHeld(brief_id="brief-042", revision=3, permalink="http://t/a")
+
+
+def test_held_of_brief__404_not_found__none():
+    with make_client(answer(404, {"error": "not_found"})) as client:
+        assert client.held_of_brief("brief-042") is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"brief_id": "brief-043", "revision": 3, "permalink": "http://t/a"},  # another brief
+        {"brief_id": "brief-042", "revision": 0, "permalink": "http://t/a"},
+        {"brief_id": "brief-042", "permalink": "http://t/a"},
+    ],
+    ids=["another-brief", "no-revision-held", "no-revision-field"],
+)
+def test_held_of_brief__answer_not_about_what_was_asked__invalid_response(body):
+    fails(answer(200, body), TargetInvalidResponse, lambda client: client.held_of_brief("brief-042"))
+
+
+def test_held_of_brief__404_html__invalid_response_not_none():
+    fails(
+        lambda request: httpx.Response(404, content=b"<h1>Not Found</h1>"),
+        TargetInvalidResponse,
+        lambda client: client.held_of_brief("brief-042"),
+    )
 
 
 def test_read_back__200__receipt():
