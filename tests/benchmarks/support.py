@@ -57,6 +57,7 @@ class Sizes:
     rss_operations: int = 100_000  # no-op operations one run_worker process runs for the RSS figure
     budget_seconds: float = 720.0  # the whole run; the RSS figure (last) stops when it runs out, saying how far it got
     only: str = "throughput,roundtrips,latency,pages,claims,spike,rss"  # which figures to run
+    steps: str = ""  # which rounds of the throughput figure run (names as its phases print them); empty: all
 
     @classmethod
     def from_environment(cls) -> Sizes:
@@ -82,8 +83,9 @@ CEILING = "bench_ceiling"  # the psycopg ceiling (a copy of the migrated schema)
 CLAIMS_SMALL = "bench_claims_small"  # claim latency beside few finished operations ...
 CLAIMS_LARGE = "bench_claims_large"  # ... and beside many
 RSS = "bench_rss"  # the RSS figure's no-op operations
+NOOP = "bench_noop"  # Galley's no-op operations beside Procrastinate's no-op jobs
 PROCRASTINATE = "bench_procrastinate"  # Procrastinate's own schema
-TEMPLATES = (CEILING, CLAIMS_SMALL, CLAIMS_LARGE, RSS)
+TEMPLATES = (CEILING, CLAIMS_SMALL, CLAIMS_LARGE, RSS, NOOP)
 
 
 @dataclass
