@@ -1,9 +1,19 @@
 """(a)-(d): Galley's throughput through the production path beside its peers, interleaved round by round
 on the same PostgreSQL, and what each unit of work costs in CPU and transactions.
 
-Each round runs, in this order: Galley through `qcluster` (target +0 ms), django-q2 no-op tasks, Galley
-through `qcluster` (target +50 ms), Procrastinate no-op jobs, Galley through 4 `run_worker` processes
-(target +0 ms), the psycopg ceiling, Galley through `qcluster` on three channels.
+Each round runs, in this order (ROUNDS; BENCH_STEPS runs some of them alone): Galley through `qcluster`
+(target +0 ms), django-q2 no-op tasks, the naive pipeline in django-q2, Galley through `qcluster` (target
++50 ms), Procrastinate no-op jobs, Galley's no-op operations through 4 `run_worker` processes, the naive
+pipeline in Procrastinate, Galley through 4 `run_worker` processes (target +0 ms), the psycopg ceiling,
+Galley through `qcluster` on three channels.
+
+"The same job, measured": the naive pipeline (naive/pipeline.py) does what Galley's publish and verify do
+as a user of a task queue would write it — POST the revision to the reference target (+0 ms, the target of
+Galley's qcluster +0 ms round), read it back, fetch the permalink, save a row through the ORM — at least
+once (its queue's retry), without look-up, lease or fencing; one task per revision, the same backlog and
+worker count as Galley's. Galley's publications/s and CPU per publication (qcluster +0 ms) are set beside
+it round by round. Galley's no-op operations (noop.py) measure its machinery alone beside Procrastinate's
+no-op jobs.
 
 Galley's rounds publish on one channel, the primary channel `web` (the settings' target), except the
 last: there two more reference targets (+0 ms) are enabled as default channels before its backlog is
@@ -18,8 +28,9 @@ Every system gets the same treatment:
   workers, waits until every one has started (Django loaded, connections open, startup checks done), then
   releases the gate: no start-up is measured, and no load generator runs while the workers do;
 - the window: Galley from its first claim to its last verification (Attempt.started_at, Publication.
-  verified_at); django-q2 from the gate to its empty queue (polled every 20 ms); Procrastinate from its
-  first "started" to its last "succeeded" event; the ceiling from its first claim to its last completion;
+  verified_at), its no-op operations to the last one's finished_at; django-q2 from the gate to its empty
+  queue (polled every 20 ms); Procrastinate from its first "started" to its last "succeeded" event; the
+  ceiling from its first claim to its last completion;
 - CPU is read from /proc every 0.1 s (worker process trees; every PostgreSQL process but the bench's own
   connection; the target separately) and taken over the window;
 - transactions: pg_stat_database.xact_commit of the system's database from before its workers start to
