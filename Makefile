@@ -41,7 +41,7 @@ test-unit: $(INSTALLED)
 
 # The benchmarks (python -m tests.benchmarks; not part of `make test`): Galley's figures beside peers
 # measured in the same run (django-q2, Procrastinate, a psycopg loop) on their own embedded PostgreSQL,
-# about 14 minutes on a quiet 2-core machine. Sizes are BENCH_* variables (printed at the start), e.g.
+# about 17 minutes on a quiet 2-core machine. Sizes are BENCH_* variables (printed at the start), e.g.
 # `make bench BENCH_ROUNDS=5` or `BENCH_ONLY=throughput,pages make bench`. Needs the bench extra (Procrastinate).
 bench: $(BENCH_INSTALLED)
 	$(PY) -m tests.benchmarks

@@ -8,7 +8,9 @@ runs the figures named by BENCH_ONLY, printing one table at the end. Sizes come 
 - throughput.py   (a) Galley verified publications/s through qcluster (+0 ms, +50 ms) and run_worker on
                   one channel, and through qcluster on three channels (per channel-publication and per
                   story), (b) the psycopg ceiling, (c) django-q2 and (d) Procrastinate no-op jobs/s,
-                  interleaved, with CPU and transactions per unit;
+                  Galley's no-op operations/s, and the same job as a naive pipeline in django-q2 and in
+                  Procrastinate (naive/), interleaved, with CPU and transactions per unit (BENCH_STEPS:
+                  some of its rounds alone);
 - roundtrips.py   round trips and transactions per publication, from PostgreSQL's statement log;
 - latency.py      (e) approval → published p50/p95 at 20 approvals/s through qcluster;
 - pages.py        (f) dashboard and brief list p95 and query counts with 100k briefs;

@@ -100,7 +100,8 @@ def run(bench: Bench) -> list[Row]:
             "Galley CPU per no-op operation, one run_worker (worker + PostgreSQL)",
             [cpu_ms],
             "ms",
-            note="the machinery alone (claim, attempt, fenced completion, doorbell): set beside Procrastinate's",
+            note="the machinery alone (claim, attempt, fenced completion, doorbell); the throughput figure sets "
+            "4 run_worker processes of it beside Procrastinate's no-op jobs, round by round",
         ),
         Row("  of which the worker process", [worker_ms], "ms"),
     ]

@@ -1,9 +1,19 @@
 """(a)-(d): Galley's throughput through the production path beside its peers, interleaved round by round
 on the same PostgreSQL, and what each unit of work costs in CPU and transactions.
 
-Each round runs, in this order: Galley through `qcluster` (target +0 ms), django-q2 no-op tasks, Galley
-through `qcluster` (target +50 ms), Procrastinate no-op jobs, Galley through 4 `run_worker` processes
-(target +0 ms), the psycopg ceiling, Galley through `qcluster` on three channels.
+Each round runs, in this order (ROUNDS; BENCH_STEPS runs some of them alone): Galley through `qcluster`
+(target +0 ms), django-q2 no-op tasks, the naive pipeline in django-q2, Galley through `qcluster` (target
++50 ms), Procrastinate no-op jobs, Galley's no-op operations through 4 `run_worker` processes, the naive
+pipeline in Procrastinate, Galley through 4 `run_worker` processes (target +0 ms), the psycopg ceiling,
+Galley through `qcluster` on three channels.
+
+"The same job, measured": the naive pipeline (naive/pipeline.py) does what Galley's publish and verify do
+as a user of a task queue would write it — POST the revision to the reference target (+0 ms, the target of
+Galley's qcluster +0 ms round), read it back, fetch the permalink, save a row through the ORM — at least
+once (its queue's retry), without look-up, lease or fencing; one task per revision, the same backlog and
+worker count as Galley's. Galley's publications/s and CPU per publication (qcluster +0 ms) are set beside
+it round by round. Galley's no-op operations (noop.py) measure its machinery alone beside Procrastinate's
+no-op jobs.
 
 Galley's rounds publish on one channel, the primary channel `web` (the settings' target), except the
 last: there two more reference targets (+0 ms) are enabled as default channels before its backlog is
@@ -18,8 +28,9 @@ Every system gets the same treatment:
   workers, waits until every one has started (Django loaded, connections open, startup checks done), then
   releases the gate: no start-up is measured, and no load generator runs while the workers do;
 - the window: Galley from its first claim to its last verification (Attempt.started_at, Publication.
-  verified_at); django-q2 from the gate to its empty queue (polled every 20 ms); Procrastinate from its
-  first "started" to its last "succeeded" event; the ceiling from its first claim to its last completion;
+  verified_at), its no-op operations to the last one's finished_at; django-q2 from the gate to its empty
+  queue (polled every 20 ms); Procrastinate from its first "started" to its last "succeeded" event; the
+  ceiling from its first claim to its last completion;
 - CPU is read from /proc every 0.1 s (worker process trees; every PostgreSQL process but the bench's own
   connection; the target separately) and taken over the window;
 - transactions: pg_stat_database.xact_commit of the system's database from before its workers start to
@@ -38,10 +49,13 @@ from subprocess import Popen
 from typing import Any
 
 from tests.benchmarks import bulk
-from tests.benchmarks.noop import noop
+from tests.benchmarks.naive import CREATE_TABLE as NAIVE_TABLE_SQL
+from tests.benchmarks.naive import TABLE as NAIVE_TABLE
+from tests.benchmarks.noop import NOOP_KIND, noop
 from tests.benchmarks.support import (
     CEILING,
     MAIN,
+    NOOP,
     PROCRASTINATE,
     Bench,
     BenchError,
@@ -264,16 +278,44 @@ def _public_ids(first: int, last: int) -> list[str]:
 
 
 def djangoq_round(bench: Bench, *, jobs: int) -> Measured:
-    """(c) django-q2 no-op tasks (save=False, as Galley's drain tasks) through `manage.py qcluster` with
-    Galley's settings but not Galley's apps (djangoq_settings.py), its schedules held off."""
-    from django.db import connection, transaction
+    """(c) django-q2 no-op tasks (save=False, as Galley's drain tasks)."""
     from django_q.tasks import async_task
+
+    return run_djangoq(bench, lambda: [async_task(noop, save=False) for _ in range(jobs)], jobs, what="no-op tasks")
+
+
+def naive_djangoq_round(bench: Bench, *, backlog: int, label: str) -> Measured:
+    """The naive pipeline (naive/pipeline.py) in django-q2: one task per revision, enqueued with
+    async_task's defaults as a user calls it (so Galley's Q_CLUSTER decides: results saved, save_limit
+    200), against the reference target +0 ms."""
+    from django_q.tasks import async_task
+
+    from tests.benchmarks.naive.pipeline import job, publish
+
+    target = bench.targets[0]
+    briefs = [f"{label}-{number:05d}" for number in range(backlog)]
+    measured = run_djangoq(
+        bench,
+        lambda: [async_task(publish, **job(brief)) for brief in briefs],
+        backlog,
+        what="naive publications",
+        target=target,
+    )
+    return _checked_naive(bench, MAIN, label, measured)
+
+
+def run_djangoq(
+    bench: Bench, enqueue: Callable[[], object], jobs: int, *, what: str, target: Target | None = None
+) -> Measured:
+    """`jobs` tasks (committed by `enqueue`, in one transaction) through `manage.py qcluster` with Galley's
+    settings but not Galley's apps (djangoq_settings.py), its schedules held off; the window from the gate
+    to the empty queue. With `target`, the naive pipeline's: its address in the workers' environment."""
+    from django.db import connection, transaction
 
     bench.postgres.execute("DELETE FROM django_q_ormq", MAIN)
     bench.postgres.execute("UPDATE django_q_schedule SET next_run = now() + interval '1 day'", MAIN)
     with transaction.atomic(durable=True):
-        for _ in range(jobs):
-            async_task(noop, save=False)
+        enqueue()
     connection.close()
     transactions_before = bench.postgres.xact_commits(MAIN)
     monitor = Monitor(bench.postgres, MAIN)
@@ -282,9 +324,12 @@ def djangoq_round(bench: Bench, *, jobs: int) -> Measured:
         bench.url(MAIN),
         GALLEY_Q_WORKERS=str(bench.sizes.workers),
         DJANGO_SETTINGS_MODULE="tests.benchmarks.djangoq_settings",
+        **_naive_target_env(target),
     )
-    cluster = start_qcluster(env, bench.logs / "djangoq.log")
+    cluster = start_qcluster(env, bench.logs / f"djangoq-{what.replace(' ', '-')}.log")
     groups = {"workers": [cluster[0].pid], "postgres": [bench.postgres.postmaster_pid()]}
+    if target is not None:
+        groups["target"] = [target.process.pid]
     try:
         with CpuMeter(groups, exclude={monitor.pid}) as meter:
             wait_for_qcluster(cluster, workers=bench.sizes.workers)
@@ -295,7 +340,7 @@ def djangoq_round(bench: Bench, *, jobs: int) -> Measured:
                 None,
                 until=lambda left: left == 0,
                 timeout=60 + jobs / 20,
-                what=f"django-q2: {jobs} no-op tasks",
+                what=f"django-q2: {jobs} {what}",
                 every=0.02,
                 check=check_alive([cluster]),
             )
@@ -309,32 +354,68 @@ def djangoq_round(bench: Bench, *, jobs: int) -> Measured:
         seconds=ended - started,
         cpu_workers=meter.seconds("workers", started, ended),
         cpu_postgres=meter.seconds("postgres", started, ended),
+        cpu_target=meter.seconds("target", started, ended) if target is not None else 0.0,
         transactions=transactions / jobs,
     )
 
 
 def procrastinate_round(bench: Bench, *, jobs: int) -> Measured:
-    """(d) Procrastinate no-op jobs (an async task), 4 worker processes of concurrency 1."""
-    from tests.benchmarks.procrastinate_app import app
+    """(d) Procrastinate no-op jobs (an async task)."""
     from tests.benchmarks.procrastinate_app import noop as procrastinate_noop
+
+    return run_procrastinate(bench, procrastinate_noop, [{} for _ in range(jobs)], what="no-op jobs")
+
+
+def naive_procrastinate_round(bench: Bench, *, backlog: int, label: str) -> Measured:
+    """The naive pipeline (naive/pipeline.py) in Procrastinate: one job per revision (deferred in a batch,
+    as a user defers many), its workers in Django (the ORM), against the reference target +0 ms."""
+    from tests.benchmarks.naive.pipeline import job
+    from tests.benchmarks.procrastinate_app import naive_publish
+
+    target = bench.targets[0]
+    jobs = [job(f"{label}-{number:05d}") for number in range(backlog)]
+    measured = run_procrastinate(bench, naive_publish, jobs, what="naive publications", target=target)
+    return _checked_naive(bench, PROCRASTINATE, label, measured)
+
+
+def run_procrastinate(
+    bench: Bench, task: Any, jobs: list[dict[str, Any]], *, what: str, target: Target | None = None
+) -> Measured:
+    """One job of `task` per entry of `jobs` (its arguments) through BENCH_WORKERS Procrastinate worker
+    processes of concurrency 1; the window from the first "started" event to the last "succeeded". With
+    `target`, the naive pipeline's: the workers set Django up (djangoq_settings.py, its database
+    Procrastinate's) and get the target's address."""
+    from tests.benchmarks.procrastinate_app import app
 
     dsn = bench.url(PROCRASTINATE)  # the app reads it from BENCH_PROCRASTINATE_DSN, set by the runner
 
     async def defer() -> list[int]:
         async with app.open_async():
-            return await procrastinate_noop.batch_defer_async(*({} for _ in range(jobs)))
+            return await task.batch_defer_async(*jobs)
 
     ids = asyncio.run(defer())
     first, last = min(ids), max(ids)
     transactions_before = bench.postgres.xact_commits(PROCRASTINATE)
     monitor = Monitor(bench.postgres, PROCRASTINATE)
     monitor.close_gate("procrastinate_jobs")
+    argv = ["-m", "tests.benchmarks.procrastinate_app"]
+    django: dict[str, str] = {}
+    if target is not None:
+        argv.append("--django")
+        django = {
+            "DATABASE_URL": dsn,
+            "DJANGO_SETTINGS_MODULE": "tests.benchmarks.djangoq_settings",
+            **_naive_target_env(target),
+        }
     children = []
     for number in range(bench.sizes.workers):
-        log = bench.logs / f"procrastinate-{number}.log"
-        env = process_env(BENCH_PROCRASTINATE_DSN=dsn, BENCH_WORKER_NAME=f"bench-{number}")
-        children.append((start(["-m", "tests.benchmarks.procrastinate_app"], env=env, log=log), log))
+        log = bench.logs / f"procrastinate-{what.replace(' ', '-')}-{number}.log"
+        env = galley_env(dsn, **django) if django else process_env()
+        env.update(BENCH_PROCRASTINATE_DSN=dsn, BENCH_WORKER_NAME=f"bench-{number}")
+        children.append((start(argv, env=env, log=log), log))
     groups = {"workers": [process.pid for process, _ in children], "postgres": [bench.postgres.postmaster_pid()]}
+    if target is not None:
+        groups["target"] = [target.process.pid]
     try:
         with CpuMeter(groups, exclude={monitor.pid}) as meter:
             wait_for_lines(children, "booted")
@@ -343,9 +424,9 @@ def procrastinate_round(bench: Bench, *, jobs: int) -> Measured:
             monitor.wait_for(
                 "SELECT count(*) FROM procrastinate_jobs WHERE id BETWEEN %s AND %s AND status = 'succeeded'",
                 [first, last],
-                until=lambda done: done >= jobs,
-                timeout=60 + jobs / 20,
-                what=f"Procrastinate: {jobs} no-op jobs",
+                until=lambda done: done >= len(jobs),
+                timeout=60 + len(jobs) / 20,
+                what=f"Procrastinate: {len(jobs)} {what}",
                 every=0.05,
                 check=check_alive(children),
             )
@@ -363,6 +444,84 @@ def procrastinate_round(bench: Bench, *, jobs: int) -> Measured:
             FROM procrastinate_events WHERE job_id BETWEEN %s AND %s
             """,
             [first, last],
+        ).fetchone()  # type: ignore[misc]
+    started, ended = float(started), float(ended)
+    return Measured(
+        units=len(jobs),
+        seconds=ended - started,
+        cpu_workers=meter.seconds("workers", started, ended),
+        cpu_postgres=meter.seconds("postgres", started, ended),
+        cpu_target=meter.seconds("target", started, ended) if target is not None else 0.0,
+        transactions=transactions / len(jobs),
+    )
+
+
+def _naive_target_env(target: Target | None) -> dict[str, str]:
+    return {} if target is None else {"BENCH_NAIVE_TARGET_URL": target.url, "BENCH_NAIVE_TARGET_TOKEN": target.token}
+
+
+def _checked_naive(bench: Bench, database: str, label: str, measured: Measured) -> Measured:
+    """Fails unless every revision of the round has its row (naive/models.py) in `database`; rows saved
+    twice (a task run again: at least once) are counted beside the figure."""
+    with bench.postgres.connect(database) as conn:
+        rows, briefs = conn.execute(
+            f"SELECT count(*), count(DISTINCT brief_id) FROM {NAIVE_TABLE} WHERE brief_id LIKE %s",
+            [f"{label}-%"],
+        ).fetchone()  # type: ignore[misc]
+    if briefs != measured.units:
+        raise BenchError(f"{label}: {briefs} of {measured.units} revisions have a naive publication row")
+    measured.extra["duplicates"] = rows - briefs
+    return measured
+
+
+def galley_noop_round(bench: Bench, *, jobs: int, offset: int) -> Measured:
+    """Galley's machinery alone: `jobs` pending operations of the no-op kind (noop.py: claim, attempt,
+    fenced completion, doorbell; no network call) through BENCH_WORKERS `run_worker` processes (Galley's
+    defaults, GALLEY_WORKER_CONCURRENCY 8) on a database of their own; the window from the first attempt's
+    start to the last operation's finish."""
+    with bench.postgres.connect(NOOP) as conn:
+        bulk.insert_pending_operations(conn, kind=NOOP_KIND, count=jobs, first=offset)
+    transactions_before = bench.postgres.xact_commits(NOOP)
+    monitor = Monitor(bench.postgres, NOOP)
+    monitor.close_gate("workers_operation")
+    env = galley_env(bench.url(NOOP), bench.targets[0])  # a target, so that its startup check answers at once
+    children = []
+    for number in range(bench.sizes.workers):
+        worker_id = f"noop-{offset}-{number}"
+        log = bench.logs / f"{worker_id}.log"
+        argv = ["-m", "tests.benchmarks.noop", "--worker-id", worker_id, "--kind", NOOP_KIND]
+        children.append((start(argv, env=env, log=log), log))
+    groups = {"workers": [process.pid for process, _ in children], "postgres": [bench.postgres.postmaster_pid()]}
+    span = [str(offset + 1), str(offset + jobs)]
+    try:
+        with CpuMeter(groups, exclude={monitor.pid}) as meter:
+            wait_for_lines(children, "publishing target:")
+            time.sleep(SETTLE_SECONDS)
+            monitor.open_gate()
+            monitor.wait_for(
+                "SELECT count(*) FROM workers_operation WHERE kind = %s AND status = 'succeeded'"
+                " AND subject_id::bigint BETWEEN %s AND %s",
+                [NOOP_KIND, *span],
+                until=lambda done: done >= jobs,
+                timeout=60 + jobs / 20,
+                what=f"Galley: {jobs} no-op operations",
+                every=0.05,
+                check=check_alive(children),
+            )
+    finally:
+        for process, _ in children:
+            halt(process, grace=2.0)
+        monitor.close()
+    time.sleep(0.5)
+    transactions = bench.postgres.xact_commits(NOOP) - transactions_before - monitor.transactions
+    with bench.postgres.connect(NOOP) as conn:
+        started, ended = conn.execute(
+            """
+            SELECT extract(epoch FROM min(a.started_at)), extract(epoch FROM max(o.finished_at))
+            FROM workers_operation o JOIN workers_attempt a ON a.operation_id = o.id
+            WHERE o.kind = %s AND o.subject_id::bigint BETWEEN %s AND %s
+            """,
+            [NOOP_KIND, *span],
         ).fetchone()  # type: ignore[misc]
     started, ended = float(started), float(ended)
     return Measured(
@@ -433,11 +592,26 @@ def ceiling_round(bench: Bench, *, jobs: int, offset: int) -> Measured:
 GALLEY_Q0, GALLEY_Q50, GALLEY_RW0 = "galley-qcluster-0ms", "galley-qcluster-50ms", "galley-run_worker-0ms"
 GALLEY_FANOUT = f"galley-qcluster-0ms-{WIDTH}-channels"
 DJANGOQ, PROCRASTINATE_ROW, CEILING_ROW = "django-q2", "procrastinate", "ceiling"
+NAIVE_DJANGOQ, NAIVE_PROCRASTINATE, GALLEY_NOOP = "naive-django-q2", "naive-procrastinate", "galley-noop-run_worker"
+ROUNDS = (
+    GALLEY_Q0,
+    DJANGOQ,
+    NAIVE_DJANGOQ,
+    GALLEY_Q50,
+    PROCRASTINATE_ROW,
+    GALLEY_NOOP,
+    NAIVE_PROCRASTINATE,
+    GALLEY_RW0,
+    CEILING_ROW,
+    GALLEY_FANOUT,
+)  # in running order
 
 
 def run(bench: Bench) -> list[Row]:
     fanout: dict[str, Target] = {}
     try:
+        for database in (MAIN, PROCRASTINATE):  # where each naive pipeline's Django saves its rows
+            bench.postgres.execute(NAIVE_TABLE_SQL, database)
         start_fanout_channels(bench, fanout)
         return run_rounds(bench, fanout)
     finally:
@@ -447,31 +621,34 @@ def run(bench: Bench) -> list[Row]:
 
 def run_rounds(bench: Bench, fanout: dict[str, Target]) -> list[Row]:
     sizes = bench.sizes
-    rounds: dict[str, list[Measured]] = {
-        name: [] for name in (GALLEY_Q0, DJANGOQ, GALLEY_Q50, PROCRASTINATE_ROW, GALLEY_RW0, CEILING_ROW, GALLEY_FANOUT)
+    chosen = [name.strip() for name in sizes.steps.split(",") if name.strip()] or list(ROUNDS)
+    if unknown := set(chosen) - set(ROUNDS):
+        raise SystemExit(f"BENCH_STEPS: unknown rounds {sorted(unknown)}; choose from {', '.join(ROUNDS)}")
+    rounds: dict[str, list[Measured]] = {name: [] for name in ROUNDS}
+    steps: dict[str, Callable[[int], Measured]] = {
+        GALLEY_Q0: lambda r: galley_round(
+            bench, runner="qcluster", latency_ms=0, backlog=sizes.backlog, label=f"q0-r{r}"
+        ),
+        DJANGOQ: lambda r: djangoq_round(bench, jobs=sizes.noop_jobs),
+        NAIVE_DJANGOQ: lambda r: naive_djangoq_round(bench, backlog=sizes.backlog, label=f"naive-dq-r{r}"),
+        GALLEY_Q50: lambda r: galley_round(
+            bench, runner="qcluster", latency_ms=50, backlog=sizes.backlog, label=f"q50-r{r}"
+        ),
+        PROCRASTINATE_ROW: lambda r: procrastinate_round(bench, jobs=sizes.noop_jobs),
+        GALLEY_NOOP: lambda r: galley_noop_round(bench, jobs=sizes.noop_jobs, offset=r * sizes.noop_jobs),
+        NAIVE_PROCRASTINATE: lambda r: naive_procrastinate_round(bench, backlog=sizes.backlog, label=f"naive-pc-r{r}"),
+        GALLEY_RW0: lambda r: galley_round(
+            bench, runner="run_worker", latency_ms=0, backlog=sizes.backlog, label=f"rw0-r{r}"
+        ),
+        CEILING_ROW: lambda r: ceiling_round(bench, jobs=sizes.ceiling_jobs, offset=r * sizes.ceiling_jobs),
+        GALLEY_FANOUT: lambda r: fanout_round(bench, targets=fanout, backlog=sizes.backlog, label=f"q0x{WIDTH}-r{r}"),
     }
-    steps: list[tuple[str, Callable[[int], Measured]]] = [
-        (
-            GALLEY_Q0,
-            lambda r: galley_round(bench, runner="qcluster", latency_ms=0, backlog=sizes.backlog, label=f"q0-r{r}"),
-        ),
-        (DJANGOQ, lambda r: djangoq_round(bench, jobs=sizes.noop_jobs)),
-        (
-            GALLEY_Q50,
-            lambda r: galley_round(bench, runner="qcluster", latency_ms=50, backlog=sizes.backlog, label=f"q50-r{r}"),
-        ),
-        (PROCRASTINATE_ROW, lambda r: procrastinate_round(bench, jobs=sizes.noop_jobs)),
-        (
-            GALLEY_RW0,
-            lambda r: galley_round(bench, runner="run_worker", latency_ms=0, backlog=sizes.backlog, label=f"rw0-r{r}"),
-        ),
-        (CEILING_ROW, lambda r: ceiling_round(bench, jobs=sizes.ceiling_jobs, offset=r * sizes.ceiling_jobs)),
-        (GALLEY_FANOUT, lambda r: fanout_round(bench, targets=fanout, backlog=sizes.backlog, label=f"q0x{WIDTH}-r{r}")),
-    ]
     for number in range(sizes.rounds):
-        for name, step in steps:
+        for name in ROUNDS:
+            if name not in chosen:
+                continue
             with phase(f"round {number + 1}/{sizes.rounds}: {name}"):
-                measured = step(number)
+                measured = steps[name](number)
             rounds[name].append(measured)
             print(
                 f"        {measured.units} in {measured.seconds:.2f} s = {measured.rate:,.1f}/s; CPU "
@@ -481,7 +658,19 @@ def run_rounds(bench: Bench, fanout: dict[str, Target]) -> list[Row]:
                 f"{measured.transactions:.1f} transactions/unit",
                 flush=True,
             )
-    return rows(bench, rounds)
+    return [row for row in with_sections(rows(bench, rounds)) if row.values]
+
+
+def with_sections(table: list[Row]) -> list[Row]:
+    """Each section's title moved down to its first row with values, so that leaving out rounds
+    (BENCH_STEPS) keeps the titles of the rows that remain."""
+    pending = ""
+    for row in table:
+        pending = row.section or pending
+        row.section = ""
+        if row.values:
+            row.section, pending = pending, ""
+    return table
 
 
 def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
@@ -491,6 +680,9 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
         return [m.rate for m in rounds[name]]
 
     def paired(a: str, b: str, value: Callable[[Measured], float]) -> list[float]:
+        """Round by round; none unless both ran (BENCH_STEPS)."""
+        if not (rounds[a] and rounds[b]):
+            return []
         return [value(x) / value(y) for x, y in zip(rounds[a], rounds[b], strict=True)]
 
     def cpu(name: str) -> list[float]:
@@ -500,6 +692,7 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
         return [m.extra["stories"] / m.seconds for m in rounds[name]]
 
     galleys = (GALLEY_Q0, GALLEY_Q50, GALLEY_RW0, GALLEY_FANOUT)
+    naive = (NAIVE_DJANGOQ, NAIVE_PROCRASTINATE)
     qclusters = (GALLEY_Q0, GALLEY_Q50, GALLEY_FANOUT)
     retries = sum(m.extra.get("retries", 0) for name in galleys for m in rounds[name])
     rang = sum(m.extra.get("rang", 0) for name in qclusters for m in rounds[name])
@@ -541,12 +734,19 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
         ),
         Row(
             f"  stories/s, {WIDTH} channels ÷ one channel's publications/s (qcluster +0 ms, per round)",
-            [rate / m.rate for rate, m in zip(stories(GALLEY_FANOUT), rounds[GALLEY_Q0], strict=True)],
+            paired(GALLEY_FANOUT, GALLEY_Q0, lambda m: m.extra["stories"] / m.seconds),
             "x",
         ),
         Row(f"(b) psycopg claim + fenced complete, {sizes.workers} processes (ceiling)", rates(CEILING_ROW), "jobs/s"),
         Row(f"(c) django-q2 no-op tasks, {sizes.workers} workers", rates(DJANGOQ), "tasks/s"),
         Row(f"(d) Procrastinate no-op jobs, {sizes.workers} processes", rates(PROCRASTINATE_ROW), "jobs/s"),
+        Row(
+            f"Galley no-op operations/s, {sizes.workers} run_worker (the machinery alone)",
+            rates(GALLEY_NOOP),
+            "ops/s",
+            note=f"{sizes.noop_jobs} operations of a kind whose handler does nothing (noop.py), beside "
+            "Procrastinate's no-op jobs",
+        ),
         Row(
             "Galley qcluster +0 ms ÷ django-q2 no-op (per round)",
             paired(GALLEY_Q0, DJANGOQ, lambda m: m.rate),
@@ -564,6 +764,57 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
             paired(GALLEY_Q0, CEILING_ROW, lambda m: m.rate),
             "x",
             note="a publication is two operations (publish, verify); the ceiling's job is one",
+        ),
+        Row(
+            f"naive django-q2 pipeline publications/s, {sizes.workers} workers, target +0 ms",
+            rates(NAIVE_DJANGOQ),
+            "/s",
+            section=f"the same job, measured: a naive pipeline (tests/benchmarks/naive/: POST, read-back, "
+            f"permalink, an ORM row; at least once, no look-up, no fencing), backlog {sizes.backlog}, "
+            f"{sizes.workers} workers, the same target as Galley's qcluster +0 ms",
+            note=f"rows saved twice (a task run again) over all naive rounds: "
+            f"{sum(m.extra.get('duplicates', 0) for name in naive for m in rounds[name]):.0f}",
+        ),
+        Row(
+            f"naive Procrastinate pipeline publications/s, {sizes.workers} processes, target +0 ms",
+            rates(NAIVE_PROCRASTINATE),
+            "/s",
+        ),
+        Row(
+            "Galley qcluster +0 ms ÷ naive django-q2 pipeline, publications/s (per round)",
+            paired(GALLEY_Q0, NAIVE_DJANGOQ, lambda m: m.rate),
+            "x",
+            goal=Goal(1.0, at_most=False, unit="x"),
+        ),
+        Row(
+            "Galley qcluster +0 ms ÷ naive Procrastinate pipeline, publications/s (per round)",
+            paired(GALLEY_Q0, NAIVE_PROCRASTINATE, lambda m: m.rate),
+            "x",
+            goal=Goal(1.0, at_most=False, unit="x"),
+        ),
+        Row("naive django-q2 pipeline CPU per publication (workers + PostgreSQL)", cpu(NAIVE_DJANGOQ), "ms"),
+        Row("naive Procrastinate pipeline CPU per publication (workers + PostgreSQL)", cpu(NAIVE_PROCRASTINATE), "ms"),
+        Row(
+            "Galley CPU/publication (qcluster +0 ms) ÷ naive django-q2 CPU/publication (per round)",
+            paired(GALLEY_Q0, NAIVE_DJANGOQ, lambda m: m.cpu_ms_per_unit),
+            "x",
+            goal=Goal(1.0, at_most=True, unit="x"),
+        ),
+        Row(
+            "Galley CPU/publication (qcluster +0 ms) ÷ naive Procrastinate CPU/publication (per round)",
+            paired(GALLEY_Q0, NAIVE_PROCRASTINATE, lambda m: m.cpu_ms_per_unit),
+            "x",
+            goal=Goal(1.0, at_most=True, unit="x"),
+        ),
+        Row(
+            "  the target's CPU per publication, naive django-q2 (not counted above)",
+            [1000 * m.cpu_target / m.units for m in rounds[NAIVE_DJANGOQ]],
+            "ms",
+        ),
+        Row(
+            "  the target's CPU per publication, naive Procrastinate (not counted above)",
+            [1000 * m.cpu_target / m.units for m in rounds[NAIVE_PROCRASTINATE]],
+            "ms",
         ),
         Row(
             "Galley CPU per verified publication, qcluster +0 ms (workers + PostgreSQL)",
@@ -594,6 +845,15 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
             goal=Goal(2.0, at_most=True, unit="x"),
         ),
         Row(
+            f"Galley CPU per no-op operation, {sizes.workers} run_worker (worker + PostgreSQL)", cpu(GALLEY_NOOP), "ms"
+        ),
+        Row(
+            "Galley CPU/no-op operation ÷ Procrastinate CPU/no-op job (per round)",
+            paired(GALLEY_NOOP, PROCRASTINATE_ROW, lambda m: m.cpu_ms_per_unit),
+            "x",
+            goal=Goal(0.5, at_most=True, unit="x"),
+        ),
+        Row(
             "transactions per verified publication, qcluster +0 ms",
             [m.transactions for m in rounds[GALLEY_Q0]],
             "",
@@ -615,4 +875,11 @@ def rows(bench: Bench, rounds: dict[str, list[Measured]]) -> list[Row]:
         Row("transactions per django-q2 no-op task", [m.transactions for m in rounds[DJANGOQ]], ""),
         Row("transactions per Procrastinate no-op job", [m.transactions for m in rounds[PROCRASTINATE_ROW]], ""),
         Row("transactions per ceiling job", [m.transactions for m in rounds[CEILING_ROW]], ""),
+        Row("transactions per Galley no-op operation", [m.transactions for m in rounds[GALLEY_NOOP]], ""),
+        Row("transactions per naive django-q2 publication", [m.transactions for m in rounds[NAIVE_DJANGOQ]], ""),
+        Row(
+            "transactions per naive Procrastinate publication",
+            [m.transactions for m in rounds[NAIVE_PROCRASTINATE]],
+            "",
+        ),
     ]
