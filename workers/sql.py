@@ -339,6 +339,7 @@ moved AS (
     WHERE g.channel = v.channel
 )
 SELECT paused, pause_reason,
+       CASE WHEN sending THEN greatest(next_send_at, now) END AS slot_at,
        CASE WHEN sending THEN extract(epoch FROM greatest(next_send_at, now) - now) END AS sleep_seconds,
        CASE WHEN paused THEN extract(epoch FROM paused_until - now)
             WHEN NOT sending THEN extract(epoch FROM return_at - now) END AS wait_seconds

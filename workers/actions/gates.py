@@ -26,22 +26,23 @@ logger = logging.getLogger(__name__)
 SLOT_SLEEP_SECONDS = 0.05
 
 
-def reserve_send(claimed: ClaimedOperation) -> None:
+def reserve_send(claimed: ClaimedOperation) -> datetime.datetime | None:
     """Take a send slot on the operation's channel, immediately before the send (no transaction open).
 
     One statement on the database clock (RESERVE_SEND_SQL), committed on its own. Returns when the
-    send may start, after sleeping at most SLOT_SLEEP_SECONDS for its slot. Raises OperationFailed
+    send may start, after sleeping at most SLOT_SLEEP_SECONDS for its slot: the slot's time on the
+    database clock, or None when the channel limits nothing. Raises OperationFailed
     of a wait kind (RATE_LIMITED, CHANNEL_PAUSED) with retry_after the seconds until the operation
     should come back: nothing was sent, and the wait is not counted as an attempt. An operation
     without a channel, or a channel without a gate or a rate, sends at once.
     """
     if not claimed.channel:
-        return
+        return None
     params = {"channel": claimed.channel, "bound": SLOT_SLEEP_SECONDS}
     with execute_prepared(RESERVE_SEND_SQL, params, row_factory=dict_row) as cursor:
         gate = cursor.fetchone()
     if gate is None:
-        return
+        return None
     if gate["wait_seconds"] is not None:
         wait = max(0.0, float(gate["wait_seconds"]))
         if gate["paused"]:
@@ -57,6 +58,8 @@ def reserve_send(claimed: ClaimedOperation) -> None:
         )
     if (sleep := float(gate["sleep_seconds"])) > 0:
         time.sleep(sleep)
+    slot_at: datetime.datetime = gate["slot_at"]
+    return slot_at
 
 
 def pause_channel(channel: str, *, seconds: float, reason: str) -> datetime.datetime:
