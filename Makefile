@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 BENCH_INSTALLED := $(VENV)/.installed-bench
 
-.PHONY: run serve test test-unit bench chaos lint install browser wordpress faketime clean
+.PHONY: run serve test test-unit bench chaos lint install browser wordpress faketime pgbouncer clean
 
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
@@ -27,7 +27,7 @@ serve: $(INSTALLED)
 
 # Every browser test's screenshots are kept as test artifacts (tests/browser.py); GALLEY_TEST_SCREENSHOTS=
 # (empty) keeps none.
-test: $(INSTALLED) browser wordpress faketime
+test: $(INSTALLED) browser wordpress faketime pgbouncer
 	GALLEY_TEST_SCREENSHOTS=$${GALLEY_TEST_SCREENSHOTS-var/test-artifacts/screenshots} $(PY) -m pytest $(PYTEST_ARGS)
 
 # The unit layer alone: the tests that need no database and start no process (the `integration` marker,
@@ -93,6 +93,14 @@ faketime:
 	@command -v faketime >/dev/null 2>&1 || { \
 		echo "Installing Debian's faketime for the clock-skew test"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
+	}
+
+# The PgBouncer tests (tests/acceptance/test_pgbouncer.py) put Debian's PgBouncer, in transaction and in session
+# pooling, between Galley's processes and the test database (tests/pgbouncer.py).
+pgbouncer:
+	@[ -x /usr/sbin/pgbouncer ] || { \
+		echo "Installing Debian's pgbouncer for the PgBouncer tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; \
 	}
 
 clean:

@@ -26,13 +26,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def child_database_url() -> str:
-    """The test database (test_<name>) as a URL for child processes; DATABASE_URL names only the server."""
+def child_database_url(*, host: str | None = None, port: int | None = None) -> str:
+    """The test database (test_<name>) as a URL for child processes; DATABASE_URL names only the server.
+
+    `host` and `port` put another address in it (a pooler in front of the server, tests/pgbouncer.py)."""
     settings = connection.settings_dict
     user = quote(settings["USER"] or "", safe="")
     password = quote(settings["PASSWORD"] or "", safe="")
     auth = f"{user}:{password}@" if password else f"{user}@" if user else ""
-    host, port = settings["HOST"] or "", settings["PORT"] or ""
+    host = (settings["HOST"] or "") if host is None else host
+    port = (settings["PORT"] or "") if port is None else port
     query = {key: str(value) for key, value in (settings.get("OPTIONS") or {}).items()}
     if host.startswith("/"):
         netloc = auth
