@@ -188,8 +188,6 @@ class Listener(threading.Thread):
         return payloads
 
     def _give_up(self, conn: psycopg.Connection[Any]) -> None:
-        # The LISTEN would stay behind on whichever server connection the pooler gave it.
-        conn.execute(UNLISTEN_SQL)
         self.listening.clear()
         self.deaf.set()
         self._heard(False)
@@ -201,6 +199,10 @@ class Listener(threading.Thread):
             self._probe_seconds,
             f"{settings.GALLEY_WAKEUP_POLL_SECONDS:g}",
         )
+        # The LISTEN would stay behind on whichever server connection the pooler gave it. Said and
+        # given up already: an error here changes nothing.
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(UNLISTEN_SQL)
 
     def _connect(self) -> psycopg.Connection[Any]:
         # Django's connection parameters, but not Django's connection: this one stays in autocommit

@@ -95,7 +95,8 @@ class Wakeup:
 
     def hear(self, heard: bool) -> None:
         """The doorbell's listener says whether rings reach this process (workers.doorbell.Listener):
-        not before its probe arrived, nor while it is disconnected, nor with GALLEY_WAKEUP=poll."""
+        they do once its probe arrived, and not while it is disconnected. Without a listener
+        (GALLEY_WAKEUP=poll) nobody says so, and the waits stay short polls."""
         with self._condition:
             changed, self._heard = self._heard != heard, heard
         if changed and not heard:
