@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
 import pytest
+from django.db import transaction
 from django.test import Client
 
 from galley.reference_target import ReferenceTarget
+from publishing.actions.api_tokens import do_create_api_token
 from publishing.identities import publish_key
 from publishing.models import Brief, Revision
 from tests import pgbouncer
@@ -128,7 +131,7 @@ def test_pgbouncer__session_pooling_notify__worker_hears_the_doorbell(spawn, sta
     assert stop(worker.process) == 0, worker.output()
 
 
-def test_pgbouncer__web_through_transaction_pooling__approval_over_http_published_by_a_session_pooled_worker(
+def test_pgbouncer__web_through_transaction_pooling__form_and_api_approvals_published_by_a_session_pooled_worker(
     spawn, processes, start_pgbouncer, target, editor, approver
 ):
     web_pool, worker_pool = start_pgbouncer("transaction"), start_pgbouncer("session")
@@ -139,11 +142,20 @@ def test_pgbouncer__web_through_transaction_pooling__approval_over_http_publishe
     worker = start_worker(spawn, "worker", env=galley_env(worker_pool, target))
     worker.wait_for_output(HEARD)
 
-    revisions = [write_revision(editor, title=f"Harbour strike, day {day}") for day in range(1, 3)]
+    by_form, by_api = (write_revision(editor, title=f"Harbour strike, day {day}") for day in range(1, 3))
     approver_session = Client()
     approver_session.force_login(approver)
-    for revision in revisions:
-        approve_through_the_web(web, approver_session.cookies["sessionid"].value, revision)
-    wait_published(revisions, target, worker)
+    approve_through_the_web(web, approver_session.cookies["sessionid"].value, by_form)
+    # The JSON API's decision: its Idempotency-Key record and transaction-level advisory lock go through too.
+    with transaction.atomic(durable=True):
+        _token, secret = do_create_api_token(approver, name="pgbouncer", acting_user=approver)
+    answer = httpx.post(
+        f"{web}/api/v1/briefs/{by_api.brief.public_id}/revisions/1/decisions",
+        json={"decision": "approved", "payload_hash": by_api.payload_hash},
+        headers={"Authorization": f"Bearer {secret}", "Idempotency-Key": "pgbouncer-approval"},
+        timeout=30,
+    )
+    assert answer.status_code == 201, answer.text
+    wait_published([by_form, by_api], target, worker)
 
     assert stop(worker.process) == 0, worker.output()
