@@ -26,9 +26,13 @@ serve: $(INSTALLED)
 		--workers $${WEB_CONCURRENCY:-4} --access-logfile - --forwarded-allow-ips $${FORWARDED_ALLOW_IPS:-127.0.0.1}
 
 # Every browser test's screenshots are kept as test artifacts (tests/browser.py); GALLEY_TEST_SCREENSHOTS=
-# (empty) keeps none.
+# (empty) keeps none. The tests run in TEST_WORKERS pytest-xdist processes (docs/testing.md#parallel): most of
+# the suite's time is spent waiting for processes it started, so three share two cores well;
+# TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 3
 test: $(INSTALLED) browser wordpress faketime pgbouncer
-	GALLEY_TEST_SCREENSHOTS=$${GALLEY_TEST_SCREENSHOTS-var/test-artifacts/screenshots} $(PY) -m pytest $(PYTEST_ARGS)
+	GALLEY_TEST_SCREENSHOTS=$${GALLEY_TEST_SCREENSHOTS-var/test-artifacts/screenshots} \
+		$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The unit layer alone: the tests that need no database and start no process (the `integration` marker,
 # tests/conftest.py): no PostgreSQL, browser or WordPress is started; about half a minute.

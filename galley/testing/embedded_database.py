@@ -7,6 +7,10 @@ The server itself starts once the tests are collected, and only if one of them i
 `integration` (tests/conftest.py marks every test that needs the database or starts processes):
 `pytest -m "not integration"` starts no PostgreSQL. It lives in a temporary folder and is stopped
 and deleted when pytest exits; the `make run` database under var/ is never touched.
+
+Under pytest-xdist (`-n N`) the controller collects nothing, so it starts the server as the session
+starts, before the workers exist; they inherit DATABASE_URL and share the one server, each with a
+test database of its own (pytest-django names them `test_postgres_gw0`, `test_postgres_gw1`, …).
 """
 
 from __future__ import annotations
@@ -37,12 +41,28 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None
     return (yield)
 
 
+def _distributes(config: pytest.Config) -> bool:
+    """True in the controller of an xdist run: it hands the tests to workers and collects none."""
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own sessionstart starts the workers
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _distributes(session.config) and not session.config.option.collectonly:
+        _start(session)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the server if a selected test needs it (after `-m` and `-k` have deselected)."""
-    pgdata = session.config.stash.get(_pgdata_key, None)
-    if pgdata is None or session.config.option.collectonly:
+    if session.config.option.collectonly or _server_key in session.config.stash:
         return
-    if not any(item.get_closest_marker("integration") for item in session.items):
+    if any(item.get_closest_marker("integration") for item in session.items):
+        _start(session)
+
+
+def _start(session: pytest.Session) -> None:
+    pgdata = session.config.stash.get(_pgdata_key, None)
+    if pgdata is None:
         return
     server = embedded_database.start(pgdata, delete_on_exit=True)
     session.config.stash[_server_key] = server
