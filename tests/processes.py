@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,13 +16,9 @@ from urllib.parse import quote, urlencode
 import httpx
 from django.db import connection
 
+from galley.testing.ports import free_port  # noqa: F401  (for the tests that import it from here)
+
 BASE_DIR = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def child_database_url(*, host: str | None = None, port: int | None = None) -> str:

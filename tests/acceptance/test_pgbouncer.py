@@ -17,6 +17,7 @@ from django.db import transaction
 from django.test import Client
 
 from galley.reference_target import ReferenceTarget
+from galley.testing.pgbouncer import PgBouncer
 from publishing.actions.api_tokens import do_create_api_token
 from publishing.identities import publish_key
 from publishing.models import Brief, Revision
@@ -43,10 +44,12 @@ PUBLISHED_TIMEOUT_SECONDS = 45
 IDLE_POLL_SECONDS = "120"
 
 
-def galley_env(bouncer: pgbouncer.PgBouncer, target: ReferenceTarget, **settings: str) -> dict[str, str]:
+def galley_env(bouncer: PgBouncer, target: ReferenceTarget, **settings: str) -> dict[str, str]:
     """A child's environment, as the crash-point tests give it, with the test database through `bouncer`."""
     env = worker_env(target, **settings)
-    env.update(DATABASE_URL=bouncer.database_url, GALLEY_TARGET_TOKEN=TOKEN)  # the target of this test process
+    env.update(
+        DATABASE_URL=pgbouncer.database_url(bouncer), GALLEY_TARGET_TOKEN=TOKEN
+    )  # the target of this test process
     return env
 
 
