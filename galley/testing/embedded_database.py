@@ -55,16 +55,18 @@ _pgbouncer_key = pytest.StashKey[pgbouncer.PgBouncer]()
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> Generator[None, None, None]:
     os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    pool_mode = os.environ.get(POOLING_ENV)
+    pooled = bool(pool_mode) and not os.environ.get("PYTEST_XDIST_WORKER")  # a worker inherits the controller's
+    # Refused before the server's folder exists: a usage error ends pytest before pytest_unconfigure.
+    if pooled and pool_mode not in pgbouncer.POOL_MODES:
+        raise pytest.UsageError(f"{POOLING_ENV}={pool_mode!r}: use {' or '.join(pgbouncer.POOL_MODES)}")
+    if pooled and not pgbouncer.PGBOUNCER.exists():
+        raise pytest.UsageError(f"{POOLING_ENV}: no pgbouncer at {pgbouncer.PGBOUNCER} (`make pgbouncer`)")
     if not os.environ.get("DATABASE_URL"):
         pgdata = (Path(tempfile.mkdtemp(prefix="galley-test-pg-")) / "pgdata").resolve()
         os.environ["DATABASE_URL"] = embedded_database.database_url(pgdata)
         early_config.stash[_pgdata_key] = pgdata
-    pool_mode = os.environ.get(POOLING_ENV)
-    if pool_mode and not os.environ.get("PYTEST_XDIST_WORKER"):  # a worker inherits the controller's
-        if pool_mode not in pgbouncer.POOL_MODES:
-            raise pytest.UsageError(f"{POOLING_ENV}={pool_mode!r}: use {' or '.join(pgbouncer.POOL_MODES)}")
-        if not pgbouncer.PGBOUNCER.exists():
-            raise pytest.UsageError(f"{POOLING_ENV}: no pgbouncer at {pgbouncer.PGBOUNCER} (`make pgbouncer`)")
+    if pooled and pool_mode:
         port = free_port()
         early_config.stash[_direct_url_key] = os.environ["DATABASE_URL"]
         early_config.stash[_pooling_key] = (pool_mode, port)
