@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 BENCH_INSTALLED := $(VENV)/.installed-bench
 
-.PHONY: run serve test test-unit bench chaos lint install browser wordpress faketime clean
+.PHONY: run serve test test-pgbouncer test-unit bench chaos lint install browser wordpress faketime pgbouncer clean
 
 run: $(INSTALLED)
 	DEBUG=$${DEBUG:-true} $(PY) -m galley.launcher
@@ -28,11 +28,25 @@ serve: $(INSTALLED)
 # Every browser test's screenshots are kept as test artifacts (tests/browser.py); GALLEY_TEST_SCREENSHOTS=
 # (empty) keeps none. The tests run in TEST_WORKERS pytest-xdist processes (docs/testing.md#parallel): most of
 # the suite's time is spent waiting for processes it started, so three share two cores well;
-# TEST_WORKERS=0 runs them in one process.
+# TEST_WORKERS=0 runs them in one process. After the whole suite (no PYTEST_ARGS), and whether or not it
+# passed, the second pass (test-pgbouncer) runs; a selection in PYTEST_ARGS runs only what it selects.
 TEST_WORKERS ?= 3
-test: $(INSTALLED) browser wordpress faketime
+test: $(INSTALLED) browser wordpress faketime pgbouncer
+	@status=0; \
 	GALLEY_TEST_SCREENSHOTS=$${GALLEY_TEST_SCREENSHOTS-var/test-artifacts/screenshots} \
-		$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+		$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS) || status=1; \
+	$(if $(PYTEST_ARGS),,$(MAKE) --no-print-directory test-pgbouncer || status=1;) \
+	exit $$status
+
+# The second pass of `make test` (docs/testing.md#pgbouncer): the publishing path's integration tests, the
+# handlers' and the JSON API's, again with the test database reached through Debian's PgBouncer in
+# transaction pooling (GALLEY_TEST_PGBOUNCER, galley/testing/embedded_database.py), prepared statements off
+# and workers polling, as Galley's hosts behind such a pooler run (docs/operations.md#pgbouncer).
+# The schema fuzz (test_schema.py, about 110 s of the pass) checks answers' shapes, which no pooler changes.
+PGBOUNCER_TESTS := tests/publishing/handlers tests/publishing/api --ignore tests/publishing/api/test_schema.py
+test-pgbouncer: $(INSTALLED) pgbouncer
+	GALLEY_TEST_PGBOUNCER=transaction $(PY) -m pytest -n $(TEST_WORKERS) \
+		-m "integration and not acceptance and not wordpress" $(PGBOUNCER_TESTS)
 
 # The unit layer alone: the tests that need no database and start no process (the `integration` marker,
 # tests/conftest.py): no PostgreSQL, browser or WordPress is started; about half a minute.
@@ -97,6 +111,15 @@ faketime:
 	@command -v faketime >/dev/null 2>&1 || { \
 		echo "Installing Debian's faketime for the clock-skew test"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
+	}
+
+# The PgBouncer tests (tests/acceptance/test_pgbouncer.py) put Debian's PgBouncer, in transaction and in session
+# pooling, between Galley's processes and the test database (tests/pgbouncer.py); test-pgbouncer puts it in
+# front of a whole pytest session (galley/testing/pgbouncer.py).
+pgbouncer:
+	@[ -x /usr/sbin/pgbouncer ] || { \
+		echo "Installing Debian's pgbouncer for the PgBouncer tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; \
 	}
 
 clean:

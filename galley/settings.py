@@ -82,9 +82,12 @@ DATABASES = {"default": env.database_config(env.env_str("DATABASE_URL") or run_d
 # connections unchecked (a check per operation was a round trip each) and reconnect after an error.
 DATABASES["default"]["CONN_MAX_AGE"] = env.env_int("CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# psycopg prepares nothing unless this is set; Django's client-binding cursors never prepare, so
-# only the worker's hot path, which asks for it (workers.prepared), has its statements prepared.
-DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
+# Server-side prepared statements (docs/configuration.md#database). Django's client-binding cursors never
+# prepare, so only the hot path, which asks for it (workers.prepared), has its statements prepared. Off, as a
+# pooler that does not keep them per client needs (PgBouncer before 1.21, or without max_prepared_statements:
+# two clients' "_pg3_0" meet on one server connection), psycopg prepares nothing at all.
+GALLEY_PREPARED_STATEMENTS = env.env_bool("GALLEY_PREPARED_STATEMENTS", default=True)
+DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5 if GALLEY_PREPARED_STATEMENTS else None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -253,6 +256,13 @@ GALLEY_DRAIN_SECONDS = env.env_float("GALLEY_DRAIN_SECONDS", 45.0)
 GALLEY_DRAIN_IDLE_WAIT_SECONDS = env.env_float("GALLEY_DRAIN_IDLE_WAIT_SECONDS", 2.0)
 GALLEY_SWEEP_SECONDS = env.env_float("GALLEY_SWEEP_SECONDS", 3.0)
 GALLEY_SWEEP_DURATION_SECONDS = env.env_float("GALLEY_SWEEP_DURATION_SECONDS", 55.0)
+# How a worker learns that work fell due (docs/operations.md#pgbouncer): "notify", the doorbell (LISTEN), which
+# the worker checks it hears and otherwise polls; or "poll", no doorbell. Without a doorbell heard, a worker
+# looks for due work every GALLEY_WAKEUP_POLL_SECONDS.
+GALLEY_WAKEUP = env.env_str("GALLEY_WAKEUP", "notify")
+env.require(GALLEY_WAKEUP in ("notify", "poll"), f"GALLEY_WAKEUP={GALLEY_WAKEUP!r}: use notify or poll")
+GALLEY_WAKEUP_POLL_SECONDS = env.env_float("GALLEY_WAKEUP_POLL_SECONDS", 1.0)
+env.require(GALLEY_WAKEUP_POLL_SECONDS > 0, "GALLEY_WAKEUP_POLL_SECONDS must be more than 0")
 GALLEY_RETENTION_DAYS = env.env_int("GALLEY_RETENTION_DAYS", 30)
 # The queue's health (docs/operations.md#queue-health): /ops warns when the database's oldest open transaction
 # is older than this (it keeps every dead row version since it began, and the claim reads past them) ...

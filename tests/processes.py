@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,22 +16,21 @@ from urllib.parse import quote, urlencode
 import httpx
 from django.db import connection
 
+from galley.testing.ports import free_port  # noqa: F401  (for the tests that import it from here)
+
 BASE_DIR = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def child_database_url(*, host: str | None = None, port: int | None = None) -> str:
+    """The test database (test_<name>) as a URL for child processes; DATABASE_URL names only the server.
 
-
-def child_database_url() -> str:
-    """The test database (test_<name>) as a URL for child processes; DATABASE_URL names only the server."""
+    `host` and `port` put another address in it (a pooler in front of the server, tests/pgbouncer.py)."""
     settings = connection.settings_dict
     user = quote(settings["USER"] or "", safe="")
     password = quote(settings["PASSWORD"] or "", safe="")
     auth = f"{user}:{password}@" if password else f"{user}@" if user else ""
-    host, port = settings["HOST"] or "", settings["PORT"] or ""
+    host = (settings["HOST"] or "") if host is None else host
+    port = (settings["PORT"] or "") if port is None else port
     query = {key: str(value) for key, value in (settings.get("OPTIONS") or {}).items()}
     if host.startswith("/"):
         netloc = auth

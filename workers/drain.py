@@ -84,12 +84,28 @@ def seconds_until_due(kinds: list[str] | None = None) -> float | None:
 
 
 class Wakeup:
-    """Where a coordinator waits: rung by the doorbell's listener, nudged by its claiming threads."""
+    """Where a coordinator waits: rung by the doorbell's listener, nudged by its claiming threads; and
+    how long it may wait without a ring (`longest_wait`), which depends on whether rings reach it."""
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._rung = False
         self._nudged = False
+        self._heard = False
+
+    def hear(self, heard: bool) -> None:
+        """The doorbell's listener says whether rings reach this process (workers.doorbell.Listener):
+        they do once its probe arrived, and not while it is disconnected. Without a listener
+        (GALLEY_WAKEUP=poll) nobody says so, and the waits stay short polls."""
+        with self._condition:
+            changed, self._heard = self._heard != heard, heard
+        if changed and not heard:
+            self.ring()  # a wait begun while rings came ends now, and the next is a short poll
+
+    def longest_wait(self, poll: float) -> float:
+        """The wait rule: between looks for due work a worker waits at most `poll` seconds while the
+        doorbell is heard, and at most GALLEY_WAKEUP_POLL_SECONDS while it is not."""
+        return poll if self._heard else min(poll, settings.GALLEY_WAKEUP_POLL_SECONDS)
 
     def ring(self) -> None:
         with self._condition:

@@ -6,7 +6,8 @@ statement is planned again. The fixed raw statements of the hot path (claim, ren
 a publication's checks and finalize) run here instead: on the same connection, hence in the caller's
 transaction, through a server-binding psycopg cursor that prepares the statement the first time and
 reuses its plan after. The ORM's own queries are unchanged. Where Django logs queries (DEBUG,
-CaptureQueriesContext), these are logged too.
+CaptureQueriesContext), these are logged too. With GALLEY_PREPARED_STATEMENTS off (behind a pooler that
+does not keep prepared statements per client) they run through the same cursor, unprepared.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar, overload
 
 import psycopg
+from django.conf import settings
 from django.db import connection
 from django.db.models import Model
 from psycopg.rows import Row, RowFactory
@@ -47,7 +49,7 @@ def execute_prepared(
     started = time.monotonic()
     try:
         with connection.wrap_database_errors:
-            cursor.execute(sql, params, prepare=True)
+            cursor.execute(sql, params, prepare=settings.GALLEY_PREPARED_STATEMENTS)
     finally:
         if connection.queries_logged:
             connection.queries_log.append({"sql": sql.strip(), "time": f"{time.monotonic() - started:.3f}"})

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import connections
 
 from workers.actions.housekeeping import reconcile_expired_leases
@@ -62,8 +63,9 @@ def serve(
 ) -> None:
     """A worker's life: drain whenever the doorbell rings (`wakeup`) or work falls due, until `stop()`.
 
-    Between drains it waits for a ring, at most until the next operation is due and at most `poll`
-    seconds (a lost ring costs no more than that). With `until_idle` it returns once nothing is due
+    Between drains it waits for a ring, at most until the next operation is due and at most as long
+    as `wakeup.longest_wait(poll)` says: `poll` seconds while the doorbell is heard (a lost ring costs
+    no more than that), a short poll while it is not. With `until_idle` it returns once nothing is due
     or waiting. Every `reconcile_every` seconds it reconciles expired leases. A database outage is
     logged and ridden out with backoff, never raised. `after_pass(started, outcomes)` is told about
     each drain pass; it returns True to have another one at once.
@@ -105,7 +107,9 @@ def serve(
         outages = 0
         if again:
             continue
-        while not stop() and (remaining := wait_until - time.monotonic()) > 0:
+        # No longer than the wait rule allows now: a doorbell that is not heard leaves only polling.
+        until = min(wait_until, time.monotonic() + wakeup.longest_wait(poll))
+        while not stop() and (remaining := until - time.monotonic()) > 0:
             # In slices, so that a stop request (a flag a signal handler may set) is seen soon.
             if wakeup.wait(min(remaining, 0.5)):
                 break
@@ -115,6 +119,21 @@ def _pause(seconds: float, stop: Callable[[], bool]) -> None:
     until = time.monotonic() + seconds
     while not stop() and (remaining := until - time.monotonic()) > 0:
         time.sleep(min(remaining, 0.5))
+
+
+def start_doorbell(wakeup: Wakeup) -> Listener | None:
+    """How this worker process learns that work fell due (GALLEY_WAKEUP): with `notify`, a started
+    doorbell listener ringing `wakeup`, which checks it is heard and says so once if it is not; with
+    `poll`, none, said once here. `wakeup` polls until rings are heard."""
+    if settings.GALLEY_WAKEUP == "poll":
+        logger.info(
+            "no doorbell (GALLEY_WAKEUP=poll): looking for due work every %s s",
+            f"{settings.GALLEY_WAKEUP_POLL_SECONDS:g}",
+        )
+        return None
+    listener = Listener(wakeup.ring, heard=wakeup.hear, reconnect_delay=reconnect_delay)
+    listener.start()
+    return listener
 
 
 class Service:
@@ -130,11 +149,11 @@ class Service:
         self._poked_at = 0.0
         self._last_pass_started = 0.0
         self._outcomes: Counter[str] = Counter()
-        self.listener = Listener(self.wakeup.ring, reconnect_delay=reconnect_delay)
+        self.listener: Listener | None = None
         self._thread = threading.Thread(target=self._run, name="galley-service", daemon=True)
 
     def start(self) -> None:
-        self.listener.start()
+        self.listener = start_doorbell(self.wakeup)
         self._thread.start()
 
     def is_alive(self) -> bool:
@@ -144,9 +163,11 @@ class Service:
         """Stop claiming, let the attempts in flight end (at most `timeout` seconds), stop listening."""
         self._stopping.set()
         self.wakeup.ring()
-        self.listener.stop()
+        if self.listener is not None:
+            self.listener.stop()
         self._thread.join(timeout)
-        self.listener.join(timeout)
+        if self.listener is not None:
+            self.listener.join(timeout)
 
     def poke_and_wait(self, timeout: float) -> Counter[str]:
         """Ring, and wait until a drain pass that started after the ring has ended (every operation

@@ -97,8 +97,12 @@ FINISHED = sql_list(FINISHED_STATUSES)
 CHANNEL = "galley_doorbell"
 # A worker process listens for rings (the doorbell's Listener).
 LISTEN_SQL = f"LISTEN {CHANNEL}"
+UNLISTEN_SQL = f"UNLISTEN {CHANNEL}"
 # A ring, delivered at COMMIT and dropped on rollback: it never announces work that is not there.
 RING_SQL = f"SELECT pg_notify('{CHANNEL}', '')"
+# A listener's check that it hears rings (workers.doorbell.Listener): a ring whose payload only it knows.
+PROBE_PAYLOAD_PREFIX = "probe:"
+PROBE_SQL = f"SELECT pg_notify('{CHANNEL}', %(payload)s)"
 # The ring as a column of a statement that made work due: saves the round trip of RING_SQL.
 # `%(ring)s` is doorbell.rings(); the caller then calls doorbell.rang_in_statement().
 NOTIFY_SQL = f"(SELECT pg_notify('{CHANNEL}', '') WHERE %(ring)s)"

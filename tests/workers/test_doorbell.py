@@ -20,6 +20,7 @@ from workers import registry, tasks
 from workers.actions.claims import claim_due, complete_operation
 from workers.actions.enqueue import enqueue_operation
 from workers.doorbell import Listener, claiming_next, ring_doorbell
+from workers.drain import Wakeup
 from workers.models import Attempt, Dependency, Operation
 from workers.registry import Success
 from workers.service import Service
@@ -217,6 +218,31 @@ def test_doorbell__listener_wakes_on_a_ring_and_again_after_the_database_ended_i
         assert woken.acquire(timeout=10)  # listening again, and woken in case a ring was lost meanwhile
         ring_doorbell()
         assert woken.acquire(timeout=5)
+    finally:
+        listener.stop()
+        listener.join(10)
+    assert not listener.is_alive()
+
+
+def test_doorbell__listener_heard_only_after_its_probe_and_not_while_disconnected__waits_are_short_polls_meanwhile(
+    settings,
+):
+    settings.GALLEY_WAKEUP_POLL_SECONDS = 0.5
+    wakeup = Wakeup()
+    assert wakeup.longest_wait(60) == 0.5  # nothing heard yet: poll
+    listener = Listener(wakeup.ring, heard=wakeup.hear, reconnect_delay=lambda failures: 0.2, check_seconds=0.1)
+    listener.start()
+    try:
+        wait_for(lambda: wakeup.longest_wait(60) == 60, what="the probe ring heard")
+        assert listener.heard_once.is_set() and not listener.deaf.is_set()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query = %s AND pid <> pg_backend_pid()",
+                [f"LISTEN {CHANNEL}"],
+            )
+        wait_for(lambda: wakeup.longest_wait(60) == 0.5, what="the lost listener heard no more")
+        wait_for(lambda: wakeup.longest_wait(60) == 60, what="heard again after reconnecting")
     finally:
         listener.stop()
         listener.join(10)

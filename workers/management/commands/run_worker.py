@@ -7,18 +7,17 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from workers.doorbell import Listener
 from workers.drain import Wakeup, default_worker_id
-from workers.outages import reconnect_delay
-from workers.service import run_startup_checks, serve
+from workers.service import run_startup_checks, serve, start_doorbell
 
 
 class Command(BaseCommand):
     help = (
         "Run a Galley worker without django-q2: drain due operations whenever the doorbell rings "
-        "(PostgreSQL LISTEN) or work falls due, and reconcile expired leases every few seconds (the "
-        "same code each django-q2 worker process runs). SIGTERM stops it once the attempts in flight "
-        "have ended. A database restart or failover is ridden out: the worker reconnects with backoff."
+        "(PostgreSQL LISTEN; with GALLEY_WAKEUP=poll, or a LISTEN that is not heard, it polls instead) or "
+        "work falls due, and reconcile expired leases every few seconds (the same code each django-q2 "
+        "worker process runs). SIGTERM stops it once the attempts in flight have ended. A database "
+        "restart or failover is ridden out: the worker reconnects with backoff."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -63,8 +62,7 @@ class Command(BaseCommand):
             return False
 
         wakeup = Wakeup()
-        listener = Listener(wakeup.ring, reconnect_delay=reconnect_delay)
-        listener.start()
+        listener = start_doorbell(wakeup)
         try:
             serve(
                 worker_id=worker_id,
@@ -77,5 +75,6 @@ class Command(BaseCommand):
                 after_pass=report,
             )
         finally:
-            listener.stop()
+            if listener is not None:
+                listener.stop()
         self.stdout.write(f"worker {worker_id} stopped")
