@@ -266,6 +266,26 @@ def test_done_means_observed__approve_publish_verify__one_post_published(direct,
     assert [(a.outcome, a.ambiguous) for a in attempts_of(publish)] == [("succeeded", False)]
 
 
+def test_invariant_5__wordpress_page_not_there_yet__publication_with_its_verify_operation_then_verified(
+    direct, brief, revise, approver, monkeypatch
+):
+    """A cache in front of the site does not have the page yet: the publish's attempt records the
+    publication with its verify operation, never verified and never without it; the verify operation
+    then sees the page."""
+    revision = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
+    approve(revision, by=approver)
+    with pages_not_there_yet(monkeypatch):
+        assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+
+    assert publish_op(revision).result["verified_inline"] is False
+    assert Publication.objects.get().verified_at is None
+    assert verify_op(revision).status == "pending"
+    assert fresh(brief).published_revision_number is None
+    assert run_worker(kinds=(VERIFY,)) == {"succeeded": 1}
+    assert_published(brief, revision)
+    assert len(galley_posts(direct, brief.public_id)) == 1
+
+
 # --- docs/invariants.md#i1: operation identity (and the ambiguous kinds of #i9) ----------------------
 
 
