@@ -305,7 +305,7 @@ GALLEY_TARGET_TIMEOUT_SECONDS = env.env_float("GALLEY_TARGET_TIMEOUT_SECONDS", 1
 env.require(
     GALLEY_LEASE_SECONDS > 2.5 * GALLEY_TARGET_TIMEOUT_SECONDS,
     "GALLEY_LEASE_SECONDS must exceed 2.5 x GALLEY_TARGET_TIMEOUT_SECONDS: an attempt makes up to two "
-    "calls, and its lease must outlive them.",
+    "calls before it renews its lease, and the lease must outlive them.",
 )
 # Webhook deliveries (docs/webhooks.md): each POST's limit for connect, write, read and pool wait.
 # By default no longer than a target call's, which the lease already outlives.

@@ -1,6 +1,6 @@
-"""Publishing a revision: the intent (in the approval's transaction), the publication and its
-verification intent (in the publish operation's finalize), and the observed verification (in
-the verify operation's finalize)."""
+"""Publishing a revision: the intent (in the approval's transaction), the publication with its
+verification (in the publish operation's finalize: observed in the publish's own attempt, or else the
+intent of a verify operation), and a verify operation's observed verification (in its finalize)."""
 
 from __future__ import annotations
 
@@ -103,10 +103,18 @@ def insert_publication(
 
 @transaction.atomic(savepoint=False)
 def do_record_publication(
-    revision: Revision, *, channel: str, publish_operation_id: int, external_id: str, permalink: str
+    revision: Revision,
+    *,
+    channel: str,
+    publish_operation_id: int,
+    external_id: str,
+    permalink: str,
+    observed: bool = False,
 ) -> Publication:
-    """The publication on `channel` and its verification intent, in the publish operation's finalize
-    transaction (docs/invariants.md#i5). Idempotent: the publication is keyed by the operation key.
+    """The publication on `channel` and its verification, in the publish operation's finalize
+    transaction (docs/invariants.md#i5): `observed` when the publish's attempt has read it back and seen
+    its page (docs/invariants.md#i10), then the verification itself and no verify operation; otherwise
+    the verify operation's intent. Idempotent: the publication is keyed by the operation key.
 
     Locks the brief first (docs/architecture.md#lock-order), before the fenced update locks the operation.
     """
@@ -131,6 +139,18 @@ def do_record_publication(
         )
         publication._state.adding = False
     publication.revision = revision
+    if inserted is not None:
+        record_audit_event(
+            acting_user=None,
+            event_type="publication.recorded",
+            subject_type="revision",
+            subject_id=revision_subject_id(public_id, revision.number),
+            old_state=None,
+            new_state={"external_id": external_id, "permalink": permalink, "payload_hash": revision.payload_hash},
+        )
+    if observed:
+        do_record_verification(publication)
+        return publication
     enqueue_operation(
         key=verify_key(public_id, revision.number, channel),
         kind=VERIFY,
@@ -142,15 +162,6 @@ def do_record_publication(
         arguments={"revision": revision.number, "publish_key": key},
         after=[(publish_operation_id, Dependency.Requires.SUCCESS)],
     )
-    if inserted is not None:
-        record_audit_event(
-            acting_user=None,
-            event_type="publication.recorded",
-            subject_type="revision",
-            subject_id=revision_subject_id(public_id, revision.number),
-            old_state=None,
-            new_state={"external_id": external_id, "permalink": permalink, "payload_hash": revision.payload_hash},
-        )
     return publication
 
 
@@ -204,8 +215,9 @@ def do_record_verification(publication: Publication) -> None:
     published revision, the highest verified on any channel, never backwards (docs/invariants.md#i4); the
     brief shows "published" when this is its latest revision (each channel's receipt says where it is).
 
-    In the verify operation's finalize: locks the brief first, then the publication, then any
-    operation rows; the fenced update locks the verify operation last (docs/architecture.md#lock-order).
+    In the finalize of the operation that observed it (a verify, or the publish whose own attempt read it
+    back: do_record_publication): locks the brief first, then the publication, then any operation rows;
+    the fenced update locks that operation last (docs/architecture.md#lock-order).
     """
     number = publication.revision.number
     channel = Channel.objects.only("slug").get(id=publication.channel_id).slug

@@ -3,15 +3,18 @@
 Each makes its network calls with no database transaction open and maps every target answer to a
 failure kind (handlers.failures); the domain's writes go to publishing.actions.publications as
 the Success's finalize, which runs in the fenced finalize transaction: the publication and its
-verification intent commit together with the publish operation's success, or not at all
-(docs/invariants.md#i5).
+verification — observed in the publish's own attempt, or else the intent of a verify operation —
+commit together with the publish operation's success, or not at all (docs/invariants.md#i5).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any
+
+from django.conf import settings
 
 from publishing.actions.drift import do_record_republication
 from publishing.actions.publications import do_record_publication, do_record_verification
@@ -110,6 +113,7 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
     An ambiguous attempt (the previous one may have reached the target) looks the key up
     first and adopts what the target holds instead of sending again.
     """
+    started = time.monotonic()
     number = revision_number(claimed)
     _refuse_retracted(claimed, number)
     checks = get_publish_checks(claimed.subject_id, number, channel=claimed.channel)
@@ -119,7 +123,7 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
         found = call_service(lambda: client.lookup(claimed.key))
         if found is not None:
             logger.info("adopting the target's existing publication", extra=claimed.log_extra())
-            return _published(claimed, revision, _check_receipt(claimed, found), applied=False)
+            return _published(client, claimed, revision, _check_receipt(claimed, found), applied=False, started=started)
         # The lookup took a network round trip: what Galley itself did meanwhile is read again.
         checks = get_publish_checks(claimed.subject_id, number, channel=claimed.channel)
     _account_for_newer(checks)
@@ -149,18 +153,91 @@ def handle_publish(claimed: ClaimedOperation) -> Success:
             target_state=_target_state(held) or failure.target_state,
         ) from failure
     crash_point("after_target_response", kind=PUBLISH)
-    return _published(claimed, revision, _check_receipt(claimed, receipt), applied=applied)
+    return _published(client, claimed, revision, _check_receipt(claimed, receipt), applied=applied, started=started)
 
 
-def _published(claimed: ClaimedOperation, revision: Revision, receipt: target.Receipt, *, applied: bool) -> Success:
+def _record_shows(claimed: ClaimedOperation, receipt: target.Receipt) -> bool:
+    """Whether a read-back shows the approved revision: its record holds the approved hash and its live
+    content (where the target reports it) shows exactly that, and it is not retracted."""
+    live = receipt.live
+    return (
+        not receipt.retracted
+        and receipt.payload_hash == claimed.payload_hash
+        and (live is None or live.shows(claimed.payload_hash))
+    )
+
+
+def _page_shows(page_text: str, payload: dict[str, Any]) -> bool:
+    """Whether the permalink's page shows the approved title and the body's text (docs/invariants.md#i10)."""
+    return shows_title(page_text, str(payload["title"])) and shows_body(
+        page_text, rendered=body_text(payload), source=str(payload["body"])
+    )
+
+
+def _observed_at_once(
+    client: target.TargetClient,
+    claimed: ClaimedOperation,
+    revision: Revision,
+    receipt: target.Receipt,
+    *,
+    started: float,
+) -> target.Receipt | None:
+    """The verification in the publish's own attempt, once the target answered (no transaction open):
+    the read-back by id and the permalink's page, exactly what a verify operation observes
+    (docs/invariants.md#i10). Returns the read-back when both show the approved revision; None when
+    either is not there yet or shows something else (a CMS's cache, a slow page, a failed call): then
+    a durable verify operation observes it, with its own retries, and tells a mismatch, a drift or a
+    newer revision shown apart.
+
+    The lease covers an attempt's first two calls (settings: lease > 2.5 x the target's timeout); these
+    two more renew it first when what is left of it might not cover them (slow calls before)."""
+    if settings.GALLEY_LEASE_SECONDS - (time.monotonic() - started) < 2.5 * client.timeout:
+        renew_lease(claimed)
+    try:
+        read = call_service(lambda: client.read_back(receipt.id))
+        if _record_shows(claimed, read):
+            page_text = call_service(lambda: client.fetch_permalink(read.permalink))
+            if _page_shows(page_text, revision.payload):
+                return read
+    except OperationFailed as failure:
+        logger.info(
+            "not observed in the publish's attempt (%s: %s); a verify operation follows",
+            failure.kind,
+            failure.message,
+            extra=claimed.log_extra(),
+        )
+        return None
+    logger.info("not observed in the publish's attempt yet; a verify operation follows", extra=claimed.log_extra())
+    return None
+
+
+def _published(
+    client: target.TargetClient,
+    claimed: ClaimedOperation,
+    revision: Revision,
+    receipt: target.Receipt,
+    *,
+    applied: bool,
+    started: float,
+) -> Success:
+    observed = _observed_at_once(client, claimed, revision, receipt, started=started)
+    result: dict[str, Any] = {
+        "external_id": receipt.id,
+        "permalink": receipt.permalink,
+        "first_application": applied,
+        "verified_inline": observed is not None,
+    }
+    if observed is not None:
+        result["live_hash"] = observed.live.hash if observed.live is not None else None
     return Success(
-        result={"external_id": receipt.id, "permalink": receipt.permalink, "first_application": applied},
+        result=result,
         finalize=lambda: do_record_publication(
             revision,
             channel=claimed.channel,
             publish_operation_id=claimed.operation_id,
             external_id=receipt.id,
             permalink=receipt.permalink,
+            observed=observed is not None,
         ),
     )
 

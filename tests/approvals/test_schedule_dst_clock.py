@@ -140,7 +140,7 @@ def test_invariant_15__amsterdam_t_across_a_dst_change__database_clock_faked__fi
     # A worker (UTC, the real clock: more than a year before T) waits for what is due soon and drains it.
     drained = child(faked_database, channels, "-m", "tests.approvals.scheduled_drain", "w-utc", str(LEAD.seconds * 2))
 
-    assert drained["outcomes"] == {"succeeded": 4}, drained  # 2 publishes, 2 verifies
+    assert drained["outcomes"] == {"succeeded": 2}, drained  # 2 publishes, each verified in its attempt
     assert drained["database_clock"] >= t.timestamp()  # the database's clock really ran on from before T
     assert drained["worker_time"] < t.timestamp() - 3600  # and the worker's was its own, the real one
     assert ledgers(channels) == {"partner-feed": [1], "web": [1]}

@@ -6,6 +6,9 @@ timed) runs with log_statement = all, and the log lines of Galley's database fro
 last verification are counted: every statement a client sends is one line (psycopg sends BEGIN and
 COMMIT as statements of their own), so statements = round trips. Transactions are counted per backend:
 BEGIN … COMMIT is one, a statement outside one is one (autocommit). The bench's own connection is left out.
+The reference target answers at once, so each verified publication is one claimed publish operation:
+its attempt reads back and fetches the permalink, and its one finalize records the publication and its
+verification (docs/invariants.md#i5), with no verify operation's claim and finalize after it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from tests.reference_target import TOKEN
 @pytest.fixture
 def publish(target, revise, approver, settings) -> Callable[..., dict[str, int]]:
     """publish(brief, body, token=None): a new revision of `brief`, approved, then one worker drain of
-    the publish and verify operations; with another `token` the target refuses (a dead letter)."""
+    the publish (verified in its attempt) and any verify operation; with another `token` the target refuses
+    (a dead letter)."""
 
     settings.GALLEY_BACKOFF_BASE_SECONDS = 0.01  # retries happen at once
     settings.GALLEY_BACKOFF_MAX_SECONDS = 0.05

@@ -76,7 +76,7 @@ def test_ops__operator__sees_page_and_nav_link(users):
 
 @pytest.mark.django_db(transaction=True)
 def test_ops__after_publications__charts_have_points_and_dead_letter_shows_reason(publish, brief, operator, make_user):
-    assert publish(brief, "Dockers walked out at dawn.") == {"succeeded": 2}
+    assert publish(brief, "Dockers walked out at dawn.") == {"succeeded": 1}
     second = check_create_brief(title="Ferry timetable", source_material="", acting_user=brief.author)
     assert publish(second, "The winter timetable starts.", token="revoked-token") == {"dead": 1}
     dead = Operation.objects.get(key=publish_key(second.public_id, 1))
@@ -90,12 +90,12 @@ def test_ops__after_publications__charts_have_points_and_dead_letter_shows_reaso
     assert f'href="/admin/publishing/publicationproblem/{dead.id}/change/"' in html
     assert dead.last_error_kind in html
     assert str(dead.last_error_message).replace("'", "&#x27;").replace('"', "&quot;") in html
-    assert len(_points(html, "chart-throughput")) == 2  # a publish and a verify, both this minute
+    assert len(_points(html, "chart-throughput")) == 1  # a publish this minute, verified in its attempt
     assert len(_points(html, "chart-latency")) == 2  # the minute's mean and longest
     assert _points(html, "chart-attempts")
     summary = response.context["summary"]
     assert (summary.dead, summary.needs_operator, summary.expired_leases) == (1, 1, 0)
-    assert ("Succeeded", "2") in response.context["attempt_totals"]
+    assert ("Succeeded", "1") in response.context["attempt_totals"]  # the publish's, verified in it
     assert "/admin/publishing/publicationproblem/?state=open" in html
 
 
@@ -257,7 +257,7 @@ def test_browser__ops_page__shows_dead_letter_and_charts_at_desktop_and_phone_wi
     expect(page.locator("#ops-needing").get_by_role("link", name=dead.key)).to_be_visible()
     expect(page.locator("#ops-needing").get_by_text(dead.last_error_message)).to_be_visible()
     expect(page.locator("svg.chart")).to_have_count(3)
-    expect(page.locator("#chart-throughput circle.chart-point")).to_have_count(2)
+    expect(page.locator("#chart-throughput circle.chart-point")).to_have_count(1)  # the publish, verified inline
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0
     screenshot(page, name)
@@ -271,7 +271,7 @@ def test_ops__dead_drift_check_or_republish__settled_on_its_publication_problem_
     """A drift check and a republish are a brief's publication as much as its publish and verify:
     /ops/ sends the operator to the page that settles them (their drift, beside the approved
     revision), not to the machinery's bare operation page."""
-    assert publish(brief, "Dockers walked out at dawn.") == {"succeeded": 2}
+    assert publish(brief, "Dockers walked out at dawn.") == {"succeeded": 1}
     revision = brief.revisions.get(number=1)
     key = (
         drift_check_key(brief.public_id, 1, "2026-12-01T00:00:00")

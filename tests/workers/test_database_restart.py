@@ -92,9 +92,11 @@ def test_nothing_lost__worker_rides_out_a_database_restart(own_database, start_t
     worker.process.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=120) == 0, worker.output()
 
-    # Every intent completed: each publish and its verification succeeded, each brief is published.
+    # Every intent completed: each publish succeeded with its verification (in its attempt, or by a verify
+    # operation that succeeded too), each brief is published.
     statuses = own_database.rows("SELECT kind, status, count(*) FROM workers_operation GROUP BY kind, status")
-    assert sorted(statuses) == [(PUBLISH, "succeeded", BRIEFS), (VERIFY, "succeeded", BRIEFS)]
+    assert (PUBLISH, "succeeded", BRIEFS) in statuses
+    assert {(kind, status) for kind, status, _count in statuses} <= {(PUBLISH, "succeeded"), (VERIFY, "succeeded")}
     assert own_database.rows(
         "SELECT status, published_revision_number, count(*) FROM publishing_brief GROUP BY 1, 2"
     ) == [("published", 1, BRIEFS)]

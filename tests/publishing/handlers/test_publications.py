@@ -31,6 +31,7 @@ from publishing.identities import PUBLISH, VERIFY, publish_key, verify_key
 from publishing.models import Brief, Publication, Revision
 from publishing.selectors.briefs import access_brief
 from publishing.selectors.review import get_revision_page
+from tests.late_pages import serve_pages_late
 from tests.reference_target import TOKEN
 from workers.actions.claims import claim_operations
 from workers.actions.enqueue import enqueue_operation
@@ -145,20 +146,17 @@ def test_done_means_observed__approve_then_drain__applied_once_verified_and_publ
 
     outcomes = run_worker()
 
-    assert outcomes == {"succeeded": 2}
+    # The target answers at once: the publish's own attempt reads back and sees the page.
+    assert outcomes == {"succeeded": 1}
     assert applied(target) == [application_of(revision)]
-    publish, verify = publish_op(revision), verify_op(revision)
+    publish = publish_op(revision)
     assert (publish.kind, publish.status, publish.payload_hash) == (PUBLISH, "succeeded", revision.payload_hash)
-    assert (verify.kind, verify.status, verify.payload_hash) == (VERIFY, "succeeded", revision.payload_hash)
     assert publish.result["first_application"] is True
-    edge = Dependency.objects.get(operation=verify)
-    assert (edge.prerequisite_id, edge.requires) == (publish.id, Dependency.Requires.SUCCESS)
+    assert publish.result["verified_inline"] is True
     publication = Publication.objects.get()
     assert publication.operation_key == publish.key
     assert publication.permalink.startswith(f"{target.url}/articles/")
-    assert publication.permalink == publish.result["permalink"] == verify.result["permalink"]
-    assert verify.result["verified_hash"] == revision.payload_hash
-    assert verify.result["title_shown"] is True
+    assert publication.permalink == publish.result["permalink"]
     assert_published(brief, revision)
     recorded = AuditEvent.objects.get(event_type="publication.recorded")
     assert recorded.subject_id == f"{brief.public_id}/revision-1"
@@ -166,9 +164,8 @@ def test_done_means_observed__approve_then_drain__applied_once_verified_and_publ
     verified = AuditEvent.objects.get(event_type="publication.verified")
     assert (verified.subject_id, verified.new_state["published_revision"]) == (brief.public_id, 1)
     assert verified.new_state["status"] == Brief.Status.PUBLISHED
-    # One attempt each, each with its own id, none ambiguous.
+    # One attempt, not ambiguous.
     assert [(a.number, a.outcome, a.ambiguous) for a in attempts_of(publish)] == [(1, "succeeded", False)]
-    assert [(a.number, a.outcome, a.ambiguous) for a in attempts_of(verify)] == [(1, "succeeded", False)]
 
 
 def test_operation_identity__two_approvers_same_revision__one_operation_one_application(
@@ -188,10 +185,41 @@ def test_operation_identity__two_approvers_same_revision__one_operation_one_appl
     assert_published(brief, revision)
 
 
-# --- docs/invariants.md#i5: a publication commits with its verification intent ---------------------
+# --- docs/invariants.md#i5: a publication commits with its verification, or its verification intent ---
 
 
-def test_atomic_continuation__publish_success__publication_and_verify_intent_in_one_commit(
+def assert_every_publication_verified_or_continued() -> None:
+    """Invariant 5 over what committed: each publication is verified, or its verify operation exists."""
+    for publication in Publication.objects.select_related("revision", "brief", "channel"):
+        continued = Operation.objects.filter(
+            key=verify_key(publication.brief.public_id, publication.revision.number, publication.channel.slug)
+        ).exists()
+        assert publication.verified_at is not None or continued, publication.operation_key
+
+
+def drain_with_the_finalize_failing_once(monkeypatch, name: str, revision: Revision) -> Operation:
+    """Drain with publishing.actions.publications.<name> raising once in the publish's finalize, as when
+    the database goes away mid-commit: the publish waits to retry, with no publication and no verify
+    operation committed. Returns the publish operation."""
+    real = getattr(publications, name)
+    failures = [RuntimeError("the database went away mid-commit")]
+
+    def failing_once(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(publications, name, failing_once)
+    assert run_worker() == {"retry": 1}
+    publish = publish_op(revision)
+    assert publish.status == "retry_wait"
+    assert "finalize failed: RuntimeError" in publish.last_error_message
+    assert not Publication.objects.exists()
+    assert not Operation.objects.filter(kind=VERIFY).exists()
+    return publish
+
+
+def test_invariant_5__target_answers_at_once__verified_in_the_publish_finalize_no_verify_operation(
     target, brief, revise, approver
 ):
     revision = revise(brief, "Dockers walked out at dawn.")
@@ -199,8 +227,51 @@ def test_atomic_continuation__publish_success__publication_and_verify_intent_in_
 
     assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
 
+    # The publication, its verification and the brief's "published" committed with the publish's success.
+    publish = publish_op(revision)
+    assert publish.result["verified_inline"] is True
+    assert not Operation.objects.filter(kind=VERIFY).exists()
+    assert not Dependency.objects.exists()
+    assert_published(brief, revision)
+    assert AuditEvent.objects.filter(event_type="publication.recorded").count() == 1
+    assert AuditEvent.objects.filter(event_type="publication.verified").count() == 1
+    assert_every_publication_verified_or_continued()
+
+
+def test_invariant_5__verification_fails_in_the_publish_finalize__publication_rolled_back_with_it(
+    target, brief, revise, approver, settings, monkeypatch
+):
+    """The inline path never commits a publication without its verification: a verification that fails
+    in the finalize takes the publication and the success with it; the retry adopts and verifies."""
+    settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    publish = drain_with_the_finalize_failing_once(monkeypatch, "do_record_verification", revision)
+
+    assert not AuditEvent.objects.filter(event_type__startswith="publication.").exists()
+    assert_not_published(brief)
+
+    make_due(publish)
+    assert run_worker() == {"succeeded": 1}
+    publish.refresh_from_db()
+    assert (publish.result["first_application"], publish.result["verified_inline"]) == (False, True)
+    assert applied(target) == [application_of(revision)]
+    assert not Operation.objects.filter(kind=VERIFY).exists()
+    assert_published(brief, revision)
+    assert_every_publication_verified_or_continued()
+
+
+def test_invariant_5__page_not_there_yet__publication_and_verify_intent_in_one_commit(target, brief, revise, approver):
+    serve_pages_late(target)  # a CMS's cache: the permalink answers 404 at first
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+
+    assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
+
     publication = Publication.objects.get()
     assert publication.verified_at is None
+    assert publish_op(revision).result["verified_inline"] is False
     verify = verify_op(revision)
     assert verify.status == "pending"
     assert verify.arguments == {"revision": 1, "publish_key": publish_op(revision).key}
@@ -208,32 +279,52 @@ def test_atomic_continuation__publish_success__publication_and_verify_intent_in_
         operation=verify, prerequisite=publish_op(revision), requires=Dependency.Requires.SUCCESS
     ).exists()
     assert fresh(brief).published_revision_number is None  # sent is not done (docs/invariants.md#i10)
+    assert_every_publication_verified_or_continued()
+
+    assert run_worker(kinds=(VERIFY,)) == {"succeeded": 1}
+    assert_published(brief, revision)
+
+
+def test_invariant_5__read_back_not_matching_in_the_publish_attempt__verify_operation_decides(
+    target, brief, revise, approver, monkeypatch
+):
+    """The record changed at the target before the publish's own read-back: no verification inline; the
+    verify operation reads back too and ends in conflict for an operator, as a verification does."""
+    revision = revise(brief, "Dockers walked out at dawn.")
+    approve(revision, by=approver)
+    real_read_back = TargetClient.read_back
+
+    def changed_behind_galleys_back(self: TargetClient, publication_id: str) -> target_client.Receipt:
+        with sqlite3.connect(target.store.path) as db:
+            db.execute("DROP TRIGGER IF EXISTS publications_immutable")
+            db.execute(
+                "UPDATE publications SET payload_hash = ? WHERE id = ?", (payload_hash(OTHER_PAYLOAD), publication_id)
+            )
+        db.close()
+        return real_read_back(self, publication_id)
+
+    monkeypatch.setattr(TargetClient, "read_back", changed_behind_galleys_back)
+
+    assert run_worker() == {"succeeded": 1, "conflict": 1}
+
+    assert publish_op(revision).result["verified_inline"] is False
+    verify = verify_op(revision)
+    assert (verify.status, Conflict.objects.get(operation=verify).kind) == ("conflict", "verification_mismatch")
+    assert Publication.objects.get().verified_at is None
+    assert_not_published(brief)
+    assert_every_publication_verified_or_continued()
 
 
 def test_atomic_continuation__finalize_fails__publication_rolled_back_and_retry_replays_once(
     target, brief, revise, approver, settings, monkeypatch
 ):
     settings.GALLEY_BACKOFF_BASE_SECONDS = settings.GALLEY_BACKOFF_MAX_SECONDS = 60
+    serve_pages_late(target, times=2)  # not there for either publish attempt: the verify operation's path
     revision = revise(brief, "Dockers walked out at dawn.")
     approve(revision, by=approver)
-    real_enqueue = publications.enqueue_operation
-    failures = [RuntimeError("the database went away mid-commit")]
-
-    def enqueue_failing_once(**kwargs: Any):
-        if failures:
-            raise failures.pop()
-        return real_enqueue(**kwargs)
-
-    monkeypatch.setattr(publications, "enqueue_operation", enqueue_failing_once)
-
-    assert run_worker() == {"retry": 1}
 
     # The success, the publication and the verification intent rolled back together.
-    publish = publish_op(revision)
-    assert publish.status == "retry_wait"
-    assert "finalize failed: RuntimeError" in publish.last_error_message
-    assert not Publication.objects.exists()
-    assert not Operation.objects.filter(kind=VERIFY).exists()
+    publish = drain_with_the_finalize_failing_once(monkeypatch, "enqueue_operation", revision)
     assert applied(target) == [application_of(revision)]
 
     make_due(publish)
@@ -328,6 +419,7 @@ def test_no_regression__newer_revision_approved_before_any_drain__older_supersed
 
 
 def test_no_regression__older_publish_in_flight__newer_waits_for_it_to_finish(target, brief, revise, approver):
+    serve_pages_late(target)  # each publication verified by its verify operation, the older one's held back
     first = revise(brief, "Dockers walked out at dawn.")
     approve(first, by=approver)
     (in_flight,) = claim_operations(worker_id="w-slow", limit=1, kinds=[PUBLISH])
@@ -765,9 +857,10 @@ def test_retry_by_failure_kind__ambiguous_failure__lookup_adopts_exactly_one_app
     target.faults = Faults(rate_500=1.0)
     settings.GALLEY_TARGET_TIMEOUT_SECONDS = 5.0
     make_due(operation)
-    assert run_worker() == {"succeeded": 2}
+    assert run_worker() == {"succeeded": 1}  # adopted, then read back and verified in the same attempt
 
     operation.refresh_from_db()
+    assert operation.result["verified_inline"] is True
     first, second = attempts_of(operation)
     assert (first.outcome, first.error_kind, first.http_status) == ("retry", kind, None)
     assert (second.outcome, second.ambiguous) == ("succeeded", True)
@@ -783,6 +876,7 @@ def test_retry_by_failure_kind__ambiguous_failure__lookup_adopts_exactly_one_app
 def test_done_means_observed__target_record_holds_other_hash__verification_conflict_brief_not_published(
     target, brief, revise, approver
 ):
+    serve_pages_late(target)
     revision = revise(brief, "Dockers walked out at dawn.")
     approve(revision, by=approver)
     assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}
@@ -848,6 +942,7 @@ def test_done_means_observed__page_shows_newer_published_revision__older_verify_
 ):
     """Any target whose page for revision 1 shows revision 2, which Galley published since (one page
     per brief): revision 1's verification is over, not retried into a dead letter."""
+    serve_pages_late(target)
     first = revise(brief, "Dockers walked out at dawn.", title="Harbour strike")
     approve(first, by=approver)
     assert run_worker(kinds=(PUBLISH,)) == {"succeeded": 1}

@@ -25,6 +25,7 @@ from publishing.errors import InvalidInput, PermissionRefused
 from publishing.hashing import payload_hash
 from publishing.identities import DRIFT_CHECK, PUBLISH, RETRACT, VERIFY, publish_key, retract_key
 from publishing.models import Brief, Publication, Revision, WebhookEvent, WebhookSubscriber
+from tests.late_pages import serve_pages_late
 from tests.reference_target import TOKEN
 from tests.workers.test_admin import OPERATIONS, messages_of, run_action
 from workers.actions.enqueue import enqueue_operation
@@ -433,6 +434,7 @@ def test_operator__admin_race_conflict__retry_now_asks_again__cancel_with_reason
 
 
 def test_i16__verification_under_way_when_taken_down__superseded_not_a_problem(target, brief, revise, approver):
+    serve_pages_late(target)  # the page comes late: a verify operation reads it back
     revision = revise(brief, "Dockers walked out at dawn.")
     approve(revision, by=approver)
     run_worker(kinds=(PUBLISH,))  # applied; its verification waits
