@@ -27,7 +27,7 @@ import httpx
 import psycopg
 import pytest
 
-from publishing.identities import PUBLISH, VERIFY, publish_key
+from publishing.identities import PUBLISH, publish_key
 from tests import postgres
 from tests.acceptance import test_crash_points as recovery
 from tests.acceptance.test_crash_points import worker_env
@@ -169,10 +169,11 @@ def test_nothing_lost__synchronous_replica_promoted_under_load__every_approval_p
     keys = newsroom.keys()
     assert sorted(keys) == sorted(publish_key(brief, 1) for brief in newsroom.briefs)
     assert newsroom.duplicates() == 0
-    assert rows("SELECT kind, status, count(*) FROM workers_operation GROUP BY 1, 2 ORDER BY 1") == [
-        (PUBLISH, "succeeded", BRIEFS),
-        (VERIFY, "succeeded", BRIEFS),
+    # One publish per brief; a verification inline in its attempt or, where the page was late, durable.
+    assert rows("SELECT status, count(*) FROM workers_operation WHERE kind = %s GROUP BY 1", (PUBLISH,)) == [
+        ("succeeded", BRIEFS)
     ]
+    assert rows("SELECT count(*) FROM workers_operation WHERE status <> 'succeeded'") == [(0,)]
     assert rows("SELECT count(*) FROM publishing_publication WHERE verified_at IS NOT NULL") == [(BRIEFS,)]
     assert rows("SELECT status, count(*) FROM publishing_brief GROUP BY 1") == [("published", BRIEFS)]
     # Nothing for the reconciliation to find.
@@ -215,10 +216,11 @@ def test_nothing_lost__asynchronous_replica_lagging_promoted__sends_adopted_lost
     # with the post it holds.
     [(approvals,)] = rows("SELECT count(*) FROM approvals_approval")
     assert approvals == len(kept)
-    assert rows("SELECT kind, status, count(*) FROM workers_operation GROUP BY 1, 2 ORDER BY 1") == [
-        (PUBLISH, "succeeded", len(kept)),
-        (VERIFY, "succeeded", len(kept)),
+    assert rows("SELECT status, count(*) FROM workers_operation WHERE kind = %s GROUP BY 1", (PUBLISH,)) == [
+        ("succeeded", len(kept))
     ]
+    assert rows("SELECT count(*) FROM workers_operation WHERE status <> 'succeeded'") == [(0,)]
+    assert rows("SELECT count(*) FROM publishing_publication WHERE verified_at IS NOT NULL") == [(len(kept),)]
 
     lines = newsroom.reconcile()
 
