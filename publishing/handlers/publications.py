@@ -318,19 +318,11 @@ def handle_verify(claimed: ClaimedOperation) -> Success:
     _superseded_if_retracted(claimed, receipt)
     _observe(claimed, publication, receipt)
     page_text = call_service(lambda: client.fetch_permalink(receipt.permalink))
-    payload = publication.revision.payload
-    title = str(payload["title"])
-    if not shows_title(page_text, title):
+    if not _page_shows(page_text, publication.revision.payload):
         _superseded_if_newer_shown(claimed, publication, page_text=page_text)
         raise OperationFailed(
             FailureKind.SERVER_ERROR,
-            f"the permalink {receipt.permalink} does not show the approved title {title[:80]!r} yet",
-        )
-    if not shows_body(page_text, rendered=body_text(payload), source=str(payload["body"])):
-        _superseded_if_newer_shown(claimed, publication, page_text=page_text)
-        raise OperationFailed(
-            FailureKind.SERVER_ERROR,
-            f"the permalink {receipt.permalink} shows the approved title but not yet the approved body",
+            f"the permalink {receipt.permalink} does not show the approved title and body yet",
         )
     return Success(
         result={
